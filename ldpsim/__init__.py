@@ -1,0 +1,87 @@
+"""ldpsim: simulate local privacy mechanisms and distribution estimators at scale.
+
+The public API: everything a plugin or an analysis script needs is importable
+from ``ldpsim`` directly.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from .dataset import Dataset
+from .domains import Categorical, Domain, Grid, Integers, OnDomain, make_domain
+from .engine import DEFAULT_MAX_ITER, DEFAULT_TOL, EMResult, Likelihood, check_start, gibu
+from .errors import (
+    DataError,
+    EstimationError,
+    LdpsimError,
+    ParameterError,
+    PluginError,
+    ScenarioError,
+)
+from .estimator import Estimate, Estimator
+from .hookspecs import hookimpl
+from .mechanism import ROW_SUM_TOL, Mechanism
+from .metric import Metric
+from .observations import Observations, ReportGroup
+from .params import Configurable, Param
+from .privacy import Privacy, geo_level, ldp_level, lip_level
+from .registry import PluginWarning, Registry, get_registry
+from .simplex import project_simplex
+
+try:
+    __version__ = version("ldpsim")
+except PackageNotFoundError:  # running from a source tree that is not installed
+    __version__ = "0+unknown"
+
+__all__ = [
+    "DEFAULT_MAX_ITER",
+    "DEFAULT_TOL",
+    "ROW_SUM_TOL",
+    "Categorical",
+    "Configurable",
+    "DataError",
+    "Dataset",
+    "Domain",
+    "EMResult",
+    "Estimate",
+    "EstimationError",
+    "Estimator",
+    "Grid",
+    "Integers",
+    "LdpsimError",
+    "Likelihood",
+    "Mechanism",
+    "Metric",
+    "Observations",
+    "OnDomain",
+    "Param",
+    "ParameterError",
+    "PluginError",
+    "PluginWarning",
+    "Privacy",
+    "Registry",
+    "ReportGroup",
+    "ScenarioError",
+    "check_start",
+    "get_registry",
+    "geo_level",
+    "gibu",
+    "hookimpl",
+    "ldp_level",
+    "lip_level",
+    "load_scenario",
+    "make_domain",
+    "project_simplex",
+    "run_scenario",
+    "__version__",
+]
+
+
+def __getattr__(name: str):
+    # The scenario runner pulls in xarray; plugins importing ldpsim should not pay for it.
+    if name in ("run_scenario", "load_scenario"):
+        from . import runner, scenario
+
+        return {"run_scenario": runner.run_scenario, "load_scenario": scenario.load_scenario}[name]
+    raise AttributeError(f"module 'ldpsim' has no attribute {name!r}")

@@ -1,0 +1,185 @@
+"""The ``ldpsim`` command line: run, list, show.
+
+Problems the user can fix are printed as one line, ``error: ...``, and exit
+with code 2; nothing is written in that case.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from .errors import LdpsimError
+from .registry import KINDS, PluginWarning, get_registry
+
+USER_ERROR = 2
+app = typer.Typer(
+    name="ldpsim",
+    help="Simulate local privacy mechanisms and estimators. Start with: ldpsim run scenarios/quickstart.toml",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+@contextmanager
+def user_errors(prefix: str = "") -> Iterator[None]:
+    """Turn LdpsimError into one line on stderr and exit code 2."""
+    try:
+        yield
+    except LdpsimError as exc:
+        err.print(f"error: {prefix}{exc}", markup=False, soft_wrap=True)
+        raise typer.Exit(USER_ERROR) from None
+    except KeyboardInterrupt:
+        err.print("interrupted; nothing was written", markup=False)
+        raise typer.Exit(130) from None
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+    label = "warning" if issubclass(category, PluginWarning) else category.__name__
+    err.print(f"{label}: {message}", markup=False, soft_wrap=True)
+
+
+@app.callback()
+def _setup() -> None:
+    warnings.showwarning = _show_warning
+
+
+@app.command()
+def run(
+    scenario: Annotated[Path, typer.Argument(help="scenario TOML file")],
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="results file; default <scenario>.nc")] = None,  # noqa: UP007
+    set_: Annotated[
+        list[str],
+        typer.Option("--set", "-s", metavar="KEY=VALUE", help="override a field, e.g. users=1000 or cohorts.all.reports.0.eps=2"),
+    ] = [],  # noqa: B006
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="worker processes")] = 1,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar or summary")] = False,
+) -> None:
+    """Run a scenario and write its results as netCDF4."""
+    from .results import check_output, save_results
+    from .runner import execute
+    from .scenario import load_scenario
+
+    with user_errors(f"{scenario}: "):
+        loaded = load_scenario(scenario, set_)
+        target = check_output(output if output is not None else Path(f"{scenario.stem}.nc"))
+        started = time.perf_counter()
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=err,
+            disable=quiet,
+            transient=True,
+        ) as bar:
+            task = bar.add_task(loaded.name, total=None)
+            ds = execute(loaded, jobs=jobs, progress=lambda done, total: bar.update(task, completed=done, total=total))
+        save_results(ds, target)
+    if not quiet:
+        out.print(summary_table(ds))
+    tasks = ds.sizes["rep"] * int(_grid_size(ds))
+    err.print(f"wrote {target} ({tasks} runs in {time.perf_counter() - started:.1f} s, seed {int(ds.attrs['seed'])})", markup=False)
+
+
+@app.command("list")
+def list_plugins(
+    kind: Annotated[Optional[str], typer.Argument(help="mechanisms, estimators, datasets or metrics")] = None,  # noqa: UP007
+) -> None:
+    """List the installed mechanisms, estimators, datasets and metrics."""
+    with user_errors():
+        registry = get_registry()
+        kinds = list(KINDS)
+        if kind is not None:
+            singular = kind[:-1] if kind.endswith("s") else kind
+            if singular not in KINDS:
+                from .errors import did_you_mean
+
+                raise LdpsimError(f"unknown kind '{kind}'", hint=did_you_mean(kind, [k + "s" for k in KINDS]))
+            kinds = [singular]
+    for k in kinds:
+        out.print(f"[bold]{k}s[/bold]")
+        for entry in registry.entries(k):
+            domains = getattr(entry.cls, "domain_kinds", None)
+            out.print(f"  [bold]{entry.name}[/bold]  {entry.cls.summary()}", soft_wrap=True)
+            out.print(f"      plugin {entry.origin}" + (f"; domains: {', '.join(domains)}" if domains else ""), markup=False, soft_wrap=True)
+            for param in entry.cls.parameters().values():
+                out.print(f"      {param.describe()}" + (f"  -- {param.doc}" if param.doc else ""), markup=False, soft_wrap=True)
+        out.print()
+
+
+@app.command()
+def show(results: Annotated[Path, typer.Argument(help="results file written by `ldpsim run`")]) -> None:
+    """Describe a results file: provenance and a summary of the errors."""
+    from .results import open_results
+
+    with user_errors():
+        ds = open_results(results)
+    a = ds.attrs
+    out.print(f"[bold]{a.get('title', '?')}[/bold]  {a.get('description', '')}")
+    out.print(f"created {a.get('created', '?')} with ldpsim {a.get('ldpsim_version', '?')}, seed {a.get('seed', '?')}")
+    dims = ", ".join(f"{d}={n}" for d, n in ds.sizes.items())
+    out.print(f"dimensions: {dims}", markup=False)
+    overrides = json.loads(a.get("overrides", "[]"))
+    if overrides:
+        out.print("overrides: " + " ".join(overrides), markup=False)
+    plugins = json.loads(a.get("plugins", "{}"))
+    out.print("plugins: " + ", ".join(f"{k} ({v['distribution']} {v['version']})" for k, v in plugins.items()), markup=False)
+    out.print(summary_table(ds))
+
+
+def summary_table(ds) -> Table:  # noqa: ANN001
+    """Mean and spread (sd over repetitions) of each metric per sweep point and estimator."""
+    from .results import summarize
+
+    rows = summarize(ds)
+    metrics = [str(m) for m in ds["metric"].values]
+    sweeps = [d for d in ds["error"].dims if d not in ("metric", "estimator", "rep")]
+    reps = ds.sizes["rep"]
+    table = Table(title=f"error: mean ± sd over {reps} repetition{'s' * (reps != 1)}", title_justify="left")
+    for col in [*sweeps, "estimator", *metrics, "iterations", "seconds"]:
+        table.add_column(col, justify="right" if col not in ("estimator",) else "left")
+    for row in rows:
+        cells = [_fmt(row[d]) for d in sweeps] + [row["estimator"]]
+        for m in metrics:
+            mean, sd = row[m]
+            cells.append(f"{mean:.4g}" + ("" if sd != sd else f" ± {sd:.2g}"))
+        cells += [f"{row['iterations']:.0f}", f"{row['seconds']:.3g}"]
+        table.add_row(*cells)
+    return table
+
+
+def _fmt(value) -> str:  # noqa: ANN001
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _grid_size(ds) -> int:  # noqa: ANN001
+    sweeps = [d for d in ds["error"].dims if d not in ("metric", "estimator", "rep")]
+    size = 1
+    for d in sweeps:
+        size *= ds.sizes[d]
+    return size
+
+
+def main() -> None:
+    """Entry point of the ``ldpsim`` script."""
+    app(prog_name="ldpsim")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

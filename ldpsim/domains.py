@@ -1,0 +1,249 @@
+"""Domains: the alphabet X of the users' true values, with its geometry.
+
+Internally a value is its index ``0..size-1`` in the domain's order; the
+domain maps indices to labelled coordinates (for results) and supplies the
+distances that metrics and metric-based mechanisms need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .errors import DataError, ParameterError, ScenarioError, did_you_mean
+from .params import Configurable, Param
+
+
+class Domain(Configurable):
+    """An ordered finite set of values with a distance."""
+
+    kind: ClassVar[str] = "domain"
+    #: names of the result dimensions that index this domain
+    dims: ClassVar[tuple[str, ...]] = ("value",)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    def coords(self) -> dict[str, np.ndarray]:
+        """Coordinates of the result dimensions :attr:`dims`."""
+        raise NotImplementedError
+
+    def labels(self) -> list[str]:
+        """A printable label per value, in index order."""
+        raise NotImplementedError
+
+    @cached_property
+    def distances(self) -> np.ndarray:
+        """The (size, size) matrix of distances between values."""
+        raise NotImplementedError
+
+    def index(self, raw: Sequence[Any], *, source: str = "data") -> np.ndarray:
+        """Indices of raw values (as read from a file); DataError if one is not in the domain."""
+        raise NotImplementedError
+
+    def spec(self) -> dict[str, Any]:
+        """A plain mapping that :func:`make_domain` turns back into this domain."""
+        params = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in self.get_params().items()}
+        return {"kind": self.name, **params}
+
+    def reshape(self, flat: np.ndarray) -> np.ndarray:
+        """Reshape trailing axis ``size`` into the domain's :attr:`dims`."""
+        return flat.reshape(flat.shape[:-1] + self.shape)
+
+    def _key(self) -> tuple:
+        return ("domain", *super()._key())
+
+
+class Integers(Domain):
+    """Integers low, low+step, ..., high; distance |x - y|."""
+
+    name = "integers"
+    low = Param("int", doc="smallest value")
+    high = Param("int", doc="largest value")
+    step = Param("int", 1, gt=0, doc="spacing between consecutive values")
+
+    def _validate(self) -> None:
+        if self.high <= self.low:
+            raise ParameterError(
+                f"high ({self.high}) must exceed low ({self.low})", field="high", hint="give a range of at least two values"
+            )
+        if (self.high - self.low) % self.step:
+            raise ParameterError(
+                f"high - low = {self.high - self.low} is not a multiple of step {self.step}",
+                field="high",
+                hint=f"use high = {self.low + (self.high - self.low) // self.step * self.step}",
+            )
+
+    @cached_property
+    def values(self) -> np.ndarray:
+        return np.arange(self.low, self.high + 1, self.step, dtype=np.int64)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (len(self.values),)
+
+    def coords(self) -> dict[str, np.ndarray]:
+        return {"value": self.values}
+
+    def labels(self) -> list[str]:
+        return [str(v) for v in self.values]
+
+    @cached_property
+    def distances(self) -> np.ndarray:
+        v = self.values.astype(float)
+        return np.abs(v[:, None] - v[None, :])
+
+    def index(self, raw: Sequence[Any], *, source: str = "data") -> np.ndarray:
+        arr = np.asarray(raw)
+        if arr.dtype.kind not in "iu":
+            raise DataError(f"{source} holds non-integer values", hint="an integers domain needs integer data")
+        offset = arr.astype(np.int64) - self.low
+        bad = (offset < 0) | (offset > self.high - self.low) | (offset % self.step != 0)
+        if bad.any():
+            first = arr[bad][0]
+            raise DataError(
+                f"{source} has {int(bad.sum())} value(s) outside the domain {self.low}..{self.high}"
+                f" (step {self.step}), e.g. {first}",
+                hint="widen the domain or filter the data",
+            )
+        return offset // self.step
+
+
+class Grid(Domain):
+    """A rows x cols grid of square cells of side ``cell``; Euclidean distance between centres."""
+
+    name = "grid"
+    dims = ("row", "col")
+    rows = Param("int", gt=0, doc="number of rows")
+    cols = Param("int", gt=0, doc="number of columns")
+    cell = Param("float", 1.0, gt=0, doc="side length of a cell (the unit of distance)")
+
+    def _validate(self) -> None:
+        if self.rows * self.cols < 2:
+            raise ParameterError("a grid needs at least two cells", field="rows", hint="raise rows or cols")
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self.rows, self.cols)
+
+    def coords(self) -> dict[str, np.ndarray]:
+        return {"row": np.arange(self.rows), "col": np.arange(self.cols)}
+
+    @cached_property
+    def centers(self) -> np.ndarray:
+        """(size, 2) cell centres as (y, x), row-major: index = row * cols + col."""
+        r, c = np.divmod(np.arange(self.size), self.cols)
+        return np.column_stack([(r + 0.5) * self.cell, (c + 0.5) * self.cell])
+
+    def labels(self) -> list[str]:
+        return [f"({r},{c})" for r in range(self.rows) for c in range(self.cols)]
+
+    @cached_property
+    def distances(self) -> np.ndarray:
+        diff = self.centers[:, None, :] - self.centers[None, :, :]
+        return np.sqrt((diff**2).sum(axis=-1))
+
+    def index(self, raw: Sequence[Any], *, source: str = "data") -> np.ndarray:
+        arr = np.asarray(raw)
+        if arr.ndim != 2 or arr.shape[1] != 2 or arr.dtype.kind not in "iu":
+            raise DataError(f"{source} must give integer (row, col) pairs", hint="read two integer columns")
+        bad = (arr[:, 0] < 0) | (arr[:, 0] >= self.rows) | (arr[:, 1] < 0) | (arr[:, 1] >= self.cols)
+        if bad.any():
+            raise DataError(
+                f"{source} has {int(bad.sum())} cell(s) outside the {self.rows}x{self.cols} grid",
+                hint="enlarge the grid or filter the data",
+            )
+        return arr[:, 0].astype(np.int64) * self.cols + arr[:, 1]
+
+
+class Categorical(Domain):
+    """Unordered labels; distance 1 between different labels."""
+
+    name = "categorical"
+    values = Param("strings", doc="the labels, in order")
+
+    def _validate(self) -> None:
+        if len(self.values) < 2:
+            raise ParameterError("a domain needs at least two labels", field="values", hint="add labels")
+        seen: set[str] = set()
+        for v in self.values:
+            if v in seen:
+                raise ParameterError(f"label '{v}' appears twice", field="values", hint="make labels unique")
+            seen.add(v)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (len(self.values),)
+
+    def coords(self) -> dict[str, np.ndarray]:
+        return {"value": np.array(self.values, dtype=object)}
+
+    def labels(self) -> list[str]:
+        return list(self.values)
+
+    @cached_property
+    def distances(self) -> np.ndarray:
+        return 1.0 - np.eye(self.size)
+
+    def index(self, raw: Sequence[Any], *, source: str = "data") -> np.ndarray:
+        lookup = {v: i for i, v in enumerate(self.values)}
+        arr = np.asarray(raw, dtype=object).astype(str)
+        uniq, inverse = np.unique(arr, return_inverse=True)
+        missing = [u for u in uniq if u not in lookup]
+        if missing:
+            raise DataError(
+                f"{source} has {len(missing)} label(s) not in the domain, e.g. '{missing[0]}'",
+                hint="add them to domain.values or filter the data",
+            )
+        return np.array([lookup[u] for u in uniq], dtype=np.int64)[inverse]
+
+
+class OnDomain(Configurable):
+    """A plugin built for one domain: mechanisms and datasets."""
+
+    #: domain kinds the plugin works on; None means any
+    domain_kinds: ClassVar[tuple[str, ...] | None] = None
+
+    def __init__(self, domain: Domain, **params: Any):
+        if not isinstance(domain, Domain):
+            raise TypeError(f"{type(self).__name__} needs a Domain as first argument, got {type(domain).__name__}")
+        if self.domain_kinds is not None and domain.name not in self.domain_kinds:
+            raise ParameterError(
+                f"{self._label()} does not work on a {domain.name} domain",
+                field="domain",
+                hint=f"use a {' or '.join(self.domain_kinds)} domain or another {self.kind}",
+            )
+        self.domain = domain
+        super().__init__(**params)
+
+    def _key(self) -> tuple:
+        return (*super()._key(), self.domain._key())
+
+
+DOMAIN_KINDS: dict[str, type[Domain]] = {cls.name: cls for cls in (Integers, Grid, Categorical)}
+
+
+def make_domain(spec: Mapping[str, Any] | Domain) -> Domain:
+    """Build a domain from ``{"kind": "integers", "low": 0, "high": 99}`` and the like."""
+    if isinstance(spec, Domain):
+        return spec
+    if not isinstance(spec, Mapping):
+        raise ScenarioError("must be a table", field="domain", hint='write [domain] with kind = "integers", "grid" or "categorical"')
+    params = dict(spec)
+    kind = params.pop("kind", None)
+    if kind is None:
+        raise ScenarioError("has no 'kind'", field="domain", hint='add kind = "integers", "grid" or "categorical"')
+    if kind not in DOMAIN_KINDS:
+        raise ScenarioError(f"unknown kind '{kind}'", field="domain.kind", hint=did_you_mean(str(kind), DOMAIN_KINDS))
+    try:
+        return DOMAIN_KINDS[kind](**params)
+    except ParameterError as exc:
+        raise exc.at("domain") from None

@@ -1,0 +1,46 @@
+"""Hook specifications: how a plugin adds mechanisms, estimators, datasets and metrics.
+
+A plugin is a module listed under the ``ldpsim`` entry-point group. It
+implements any of these hooks; each receives a ``register`` callback to call
+once per class it provides::
+
+    from ldpsim import hookimpl
+
+    @hookimpl
+    def register_mechanisms(register):
+        register(MyMechanism)
+
+The class's ``name`` attribute is the name scenarios use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pluggy
+
+PROJECT = "ldpsim"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+Register = Callable[[type], None]
+
+
+@hookspec
+def register_mechanisms(register: Register) -> None:
+    """Register :class:`ldpsim.Mechanism` subclasses."""
+
+
+@hookspec
+def register_estimators(register: Register) -> None:
+    """Register :class:`ldpsim.Estimator` subclasses."""
+
+
+@hookspec
+def register_datasets(register: Register) -> None:
+    """Register :class:`ldpsim.Dataset` subclasses."""
+
+
+@hookspec
+def register_metrics(register: Register) -> None:
+    """Register :class:`ldpsim.Metric` subclasses."""

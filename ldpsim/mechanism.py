@@ -1,0 +1,152 @@
+"""The mechanism contract.
+
+A mechanism is built from a domain and validated parameters. It
+
+* samples reports for an array of true values (domain indices) with an
+  explicitly passed :class:`numpy.random.Generator`, vectorized;
+* gives the log-likelihood ``log P(report | x)`` of reports for every ``x``;
+* declares the privacy guarantee it claims (:class:`Privacy`).
+
+A mechanism with finitely many outputs only has to implement
+:meth:`Mechanism._matrix`, its row-stochastic matrix; sampling and likelihoods
+follow from it. Mechanisms with huge or infinite output sets (bit vectors,
+unbounded integers) implement :meth:`Mechanism._sample` and
+:meth:`Mechanism._log_likelihood` instead.
+
+A report is a row of ``report_width`` integers: an output index for matrix
+mechanisms, or whatever encoding the mechanism documents.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import ClassVar
+
+import numpy as np
+
+from .domains import OnDomain
+from .errors import EstimationError
+from .privacy import Privacy
+
+#: rows of a mechanism matrix must sum to 1 within this tolerance
+ROW_SUM_TOL = 1e-9
+
+
+class Mechanism(OnDomain):
+    """Base class of mechanisms. Subclasses set ``name`` and a one-line docstring."""
+
+    kind: ClassVar[str] = "mechanism"
+    #: integers per report
+    report_width: ClassVar[int] = 1
+
+    # ----------------------------------------------------------------- contract
+    @property
+    def privacy(self) -> Privacy:
+        """The guarantee this mechanism claims."""
+        raise NotImplementedError(f"{type(self).__name__} must declare its privacy guarantee")
+
+    def _matrix(self) -> np.ndarray | None:
+        """The (|X|, |Z|) row-stochastic matrix, or None if outputs are not finite."""
+        return None
+
+    def output_labels(self) -> list[str] | None:
+        """Printable labels of the outputs of a finite mechanism (default: the domain's, if square)."""
+        m = self.matrix
+        if m is not None and m.shape[1] == self.domain.size:
+            return self.domain.labels()
+        return None if m is None else [str(j) for j in range(m.shape[1])]
+
+    def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Reports for ``values``; default: inverse-CDF sampling from the matrix."""
+        if self.matrix is None:
+            raise NotImplementedError(f"{type(self).__name__} has no matrix and must implement _sample")
+        cum, width = self._cdf
+        u = rng.random(values.shape[0])
+        pos = np.searchsorted(cum, values + u, side="right")
+        return (pos - values * width)[:, None]
+
+    def _log_likelihood(self, reports: np.ndarray) -> np.ndarray:
+        """(D, |X|) log P(report | x); default: from the matrix."""
+        if self.matrix is None:
+            raise NotImplementedError(f"{type(self).__name__} has no matrix and must implement _log_likelihood")
+        z = reports[:, 0]
+        width = self.matrix.shape[1]
+        bad = (z < 0) | (z >= width)
+        if bad.any():
+            raise EstimationError(
+                f"report {int(z[bad][0])} is not an output of {self!r} (outputs are 0..{width - 1})",
+                hint="check that the reports were produced by this mechanism",
+            )
+        return self._log_matrix_t[z]
+
+    # ------------------------------------------------------------- public API
+    @cached_property
+    def matrix(self) -> np.ndarray | None:
+        """The validated, read-only row-stochastic matrix (None for infinite outputs)."""
+        m = self._matrix()
+        if m is None:
+            return None
+        m = np.array(m, dtype=float)
+        if m.ndim != 2 or m.shape[0] != self.domain.size:
+            raise ValueError(f"{self!r}: matrix has shape {m.shape}, expected ({self.domain.size}, outputs)")
+        if np.any(m < 0) or not np.allclose(m.sum(axis=1), 1.0, rtol=0, atol=ROW_SUM_TOL):
+            raise ValueError(f"{self!r}: matrix is not row-stochastic")
+        m.setflags(write=False)
+        return m
+
+    @property
+    def output_size(self) -> int | None:
+        """Number of possible outputs, or None if unbounded."""
+        return None if self.matrix is None else int(self.matrix.shape[1])
+
+    def sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Reports, shape (len(values), report_width), for true values given as domain indices."""
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError("rng must be a numpy.random.Generator, e.g. numpy.random.default_rng(seed)")
+        values = np.asarray(values)
+        if values.ndim != 1 or (values.size and values.dtype.kind not in "iu"):
+            raise ValueError("values must be a 1-D array of domain indices")
+        values = values.astype(np.int64, copy=False)
+        if values.size and (values.min() < 0 or values.max() >= self.domain.size):
+            raise ValueError(f"values must be domain indices in 0..{self.domain.size - 1}")
+        reports = np.asarray(self._sample(values, rng), dtype=np.int64)
+        if reports.shape != (values.shape[0], self.report_width):
+            raise ValueError(
+                f"{self!r}._sample returned shape {reports.shape}, expected ({values.shape[0]}, {self.report_width})"
+            )
+        return reports
+
+    def log_likelihood(self, reports: np.ndarray) -> np.ndarray:
+        """(len(reports), |X|) array of log P(report | x) (``-inf`` where impossible)."""
+        reports = np.asarray(reports, dtype=np.int64)
+        if reports.ndim == 1 and self.report_width == 1:
+            reports = reports[:, None]
+        if reports.ndim != 2 or reports.shape[1] != self.report_width:
+            raise ValueError(f"reports must have shape (n, {self.report_width})")
+        out = np.asarray(self._log_likelihood(reports), dtype=float)
+        if out.shape != (reports.shape[0], self.domain.size):
+            raise ValueError(
+                f"{self!r}._log_likelihood returned shape {out.shape}, expected ({reports.shape[0]}, {self.domain.size})"
+            )
+        if np.isnan(out).any() or (out > 1e-9).any():
+            raise ValueError(f"{self!r}._log_likelihood returned NaN or a probability above 1")
+        return out
+
+    def likelihood(self, reports: np.ndarray) -> np.ndarray:
+        """(len(reports), |X|) array of P(report | x)."""
+        return np.exp(self.log_likelihood(reports))
+
+    # -------------------------------------------------------------- internals
+    @cached_property
+    def _log_matrix_t(self) -> np.ndarray:
+        with np.errstate(divide="ignore"):
+            return np.ascontiguousarray(np.log(self.matrix).T)
+
+    @cached_property
+    def _cdf(self) -> tuple[np.ndarray, int]:
+        """Row CDFs laid end to end, row x shifted by x, for one vectorized searchsorted."""
+        m = self.matrix
+        cum = np.minimum(np.cumsum(m, axis=1), 1.0)
+        cum[:, -1] = 1.0
+        cum += np.arange(m.shape[0])[:, None]
+        return cum.ravel(), m.shape[1]

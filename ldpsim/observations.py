@@ -1,0 +1,164 @@
+"""Aggregated observations.
+
+Users who apply the same report plan (the tuple of mechanisms a user applies,
+one per report) and send the same report tuple are indistinguishable to the
+collector, so observations keep, per plan, the distinct report tuples and their
+counts. Memory and estimation cost follow the number of distinct reports, not
+the number of users.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .domains import Domain
+from .mechanism import Mechanism
+
+Plan = tuple[Mechanism, ...]
+
+
+def as_plan(plan: Mechanism | Sequence[Mechanism]) -> Plan:
+    """A plan from one mechanism or a sequence of them."""
+    plan = (plan,) if isinstance(plan, Mechanism) else tuple(plan)
+    if not plan or not all(isinstance(m, Mechanism) for m in plan):
+        raise TypeError("a report plan is a non-empty sequence of Mechanism instances")
+    return plan
+
+
+def plan_width(plan: Plan) -> int:
+    return sum(m.report_width for m in plan)
+
+
+def unique_rows(reports: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of an (n, w) integer array, and how often each occurs."""
+    if reports.shape[1] == 1:
+        uniq, counts = np.unique(reports[:, 0], return_counts=True)
+        return uniq[:, None], counts
+    lo = reports.min(axis=0)
+    spans = reports.max(axis=0) - lo + 1
+    # Pack each row into one integer when it fits: a 1-D unique is far faster.
+    if np.all(spans > 0) and float(np.log2(spans).sum()) < 62:
+        keys = np.ravel_multi_index(tuple((reports - lo).T), tuple(spans))
+        uniq, counts = np.unique(keys, return_counts=True)
+        rows = np.column_stack(np.unravel_index(uniq, tuple(spans))) + lo
+        return rows.astype(np.int64), counts
+    uniq, counts = np.unique(reports, axis=0, return_counts=True)
+    return uniq, counts
+
+
+@dataclass(frozen=True, eq=False)
+class ReportGroup:
+    """Distinct report tuples of the users who applied one plan, with counts."""
+
+    plan: Plan
+    reports: np.ndarray  # (D, plan width) int64, distinct rows
+    counts: np.ndarray  # (D,) int64, all > 0
+
+    @property
+    def n(self) -> int:
+        return int(self.counts.sum())
+
+    def columns(self) -> Iterable[tuple[Mechanism, np.ndarray]]:
+        """Each mechanism of the plan with its slice of the report columns."""
+        start = 0
+        for mech in self.plan:
+            yield mech, self.reports[:, start : start + mech.report_width]
+            start += mech.report_width
+
+    def log_likelihood(self) -> np.ndarray:
+        """(D, |X|) log P(report tuple | x): the sum over the plan's reports."""
+        total = None
+        for mech, cols in self.columns():
+            part = mech.log_likelihood(cols)
+            total = part if total is None else total + part
+        return total
+
+
+class Observations:
+    """All reports of a population, aggregated per plan."""
+
+    def __init__(self, domain: Domain, groups: Iterable[ReportGroup]):
+        self.domain = domain
+        merged: dict[Plan, list[ReportGroup]] = {}
+        for group in groups:
+            for mech in group.plan:
+                if mech.domain != domain:
+                    raise ValueError(f"{mech!r} works on {mech.domain!r}, not on the observations' {domain!r}")
+            if group.reports.shape[0]:
+                merged.setdefault(group.plan, []).append(group)
+        self.groups: tuple[ReportGroup, ...] = tuple(_merge(parts) for parts in merged.values())
+
+    @classmethod
+    def from_reports(
+        cls, domain: Domain, data: Iterable[tuple[Mechanism | Sequence[Mechanism], np.ndarray]]
+    ) -> Observations:
+        """Aggregate raw reports: ``data`` yields (plan, (n, width) reports) pairs."""
+        groups = []
+        for plan, reports in data:
+            plan = as_plan(plan)
+            reports = np.asarray(reports, dtype=np.int64)
+            if reports.ndim == 1:
+                reports = reports[:, None]
+            if reports.ndim != 2 or reports.shape[1] != plan_width(plan):
+                raise ValueError(f"reports for plan {plan} must have {plan_width(plan)} columns")
+            if reports.shape[0]:
+                uniq, counts = unique_rows(reports)
+                groups.append(ReportGroup(plan, uniq, counts.astype(np.int64)))
+        return cls(domain, groups)
+
+    @classmethod
+    def from_counts(
+        cls,
+        domain: Domain,
+        plan: Mechanism | Sequence[Mechanism],
+        reports: np.ndarray,
+        counts: np.ndarray,
+    ) -> Observations:
+        """Observations of one plan given as distinct report tuples and counts."""
+        plan = as_plan(plan)
+        reports = np.asarray(reports, dtype=np.int64)
+        if reports.ndim == 1:
+            reports = reports[:, None]
+        counts = np.asarray(counts, dtype=np.int64)
+        if reports.shape != (counts.shape[0], plan_width(plan)) or np.any(counts < 0):
+            raise ValueError("need one non-negative count per report tuple")
+        keep = counts > 0
+        uniq, inverse = np.unique(reports[keep], axis=0, return_inverse=True)
+        summed = np.bincount(inverse.ravel(), weights=counts[keep], minlength=len(uniq)).astype(np.int64)
+        return cls(domain, [ReportGroup(plan, uniq, summed)])
+
+    @property
+    def n(self) -> int:
+        """Number of users."""
+        return sum(g.n for g in self.groups)
+
+    @property
+    def n_distinct(self) -> int:
+        """Number of distinct (plan, report tuple) pairs."""
+        return sum(len(g.counts) for g in self.groups)
+
+    @property
+    def counts(self) -> np.ndarray:
+        return np.concatenate([g.counts for g in self.groups]) if self.groups else np.zeros(0, np.int64)
+
+    def log_likelihood(self) -> np.ndarray:
+        """(n_distinct, |X|) log P(report tuple | x), groups stacked in order."""
+        if not self.groups:
+            return np.zeros((0, self.domain.size))
+        return np.concatenate([g.log_likelihood() for g in self.groups])
+
+    def __repr__(self) -> str:
+        return f"Observations(n={self.n}, distinct={self.n_distinct}, plans={len(self.groups)})"
+
+
+def _merge(parts: list[ReportGroup]) -> ReportGroup:
+    if len(parts) == 1:
+        return parts[0]
+    reports = np.concatenate([p.reports for p in parts])
+    counts = np.concatenate([p.counts for p in parts])
+    uniq, inverse = np.unique(reports, axis=0, return_inverse=True)
+    summed = np.bincount(inverse.ravel(), weights=counts, minlength=len(uniq)).astype(np.int64)
+    return ReportGroup(parts[0].plan, uniq, summed)

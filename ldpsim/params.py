@@ -1,0 +1,343 @@
+"""Declared, validated plugin parameters.
+
+A plugin class declares its parameters as class attributes::
+
+    class KRR(Mechanism):
+        name = "krr"
+        eps = Param("float", gt=0, doc="privacy level (eps-LDP)")
+
+Construction validates every value (type, range, choices) and rejects unknown
+names with a suggestion, so a plugin instance is always valid, as in
+scikit-learn. The same declarations feed ``ldpsim list``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .errors import ParameterError, did_you_mean
+
+REQUIRED: Any = type("Required", (), {"__repr__": lambda self: "REQUIRED"})()
+
+KINDS = ("float", "int", "bool", "str", "strings", "path", "vector", "matrix", "distribution")
+
+
+class Param:
+    """One parameter: its kind, default, allowed range and a one-line doc.
+
+    ``kind`` is one of :data:`KINDS`, or a tuple of them tried in order
+    (e.g. ``("distribution", "str")`` for "a vector or a keyword").
+    """
+
+    def __init__(
+        self,
+        kind: str | tuple[str, ...],
+        default: Any = REQUIRED,
+        *,
+        doc: str = "",
+        gt: float | None = None,
+        ge: float | None = None,
+        lt: float | None = None,
+        le: float | None = None,
+        choices: tuple[str, ...] | None = None,
+    ):
+        kinds = (kind,) if isinstance(kind, str) else tuple(kind)
+        unknown = [k for k in kinds if k not in KINDS]
+        if unknown:
+            raise TypeError(f"unknown parameter kind {unknown[0]!r}; use one of {KINDS}")
+        self.kinds = kinds
+        self.default = default
+        self.doc = doc
+        self.gt, self.ge, self.lt, self.le = gt, ge, lt, le
+        self.choices = tuple(choices) if choices is not None else None
+        self.name = "?"
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    def describe(self) -> str:
+        """A short human description, e.g. ``eps: float > 0 (required)``."""
+        bounds = []
+        for symbol, bound in ((">", self.gt), (">=", self.ge), ("<", self.lt), ("<=", self.le)):
+            if bound is not None:
+                bounds.append(f"{symbol} {bound:g}")
+        text = f"{self.name}: {'|'.join(self.kinds)}"
+        if bounds:
+            text += " " + ", ".join(bounds)
+        if self.choices:
+            text += " in {" + ", ".join(self.choices) + "}"
+        text += " (required)" if self.required else f" = {_show(self.default)}"
+        return text
+
+    def validate(self, value: Any) -> Any:
+        """Coerce ``value`` to this parameter's kind, or raise ParameterError."""
+        errors = []
+        for kind in self.kinds:
+            try:
+                return self._check_bounds(_COERCE[kind](self, value))
+            except _KindMismatch as exc:
+                errors.append(str(exc))
+        raise ParameterError(
+            f"expected {' or '.join(errors)}, got {_show(value)}",
+            field=self.name,
+            hint=f"give {self.name} as {_example(self.kinds[0])}",
+        )
+
+    def _check_bounds(self, value: Any) -> Any:
+        if self.choices is not None and isinstance(value, str) and value not in self.choices:
+            raise ParameterError(
+                f"unknown value {value!r}", field=self.name, hint=did_you_mean(value, self.choices)
+            )
+        if isinstance(value, (str, bool, Path, tuple)) or value is None:
+            return value
+        arr = np.asarray(value, dtype=float)
+        for symbol, bound, ok in (
+            (">", self.gt, lambda a, b: a > b),
+            (">=", self.ge, lambda a, b: a >= b),
+            ("<", self.lt, lambda a, b: a < b),
+            ("<=", self.le, lambda a, b: a <= b),
+        ):
+            if bound is not None and not np.all(ok(arr, bound)):
+                bad = arr if arr.ndim == 0 else arr[~ok(arr, bound)].flat[0]
+                raise ParameterError(
+                    f"must be {symbol} {bound:g}, got {_show(float(bad))}",
+                    field=self.name,
+                    hint=f"choose {self.name} {symbol} {bound:g}",
+                )
+        return value
+
+
+class _KindMismatch(Exception):
+    pass
+
+
+def _coerce_float(param: Param, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise _KindMismatch("a number")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ParameterError(f"must be finite, got {value}", field=param.name, hint="give a finite number")
+    return value
+
+
+def _coerce_int(param: Param, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise _KindMismatch("an integer")
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if math.isfinite(value) and float(value).is_integer():
+        return int(value)
+    raise _KindMismatch("an integer")
+
+
+def _coerce_bool(param: Param, value: Any) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise _KindMismatch("true or false")
+
+
+def _coerce_str(param: Param, value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    raise _KindMismatch("a string")
+
+
+def _coerce_strings(param: Param, value: Any) -> tuple[str, ...]:
+    if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
+        raise _KindMismatch("a list of strings")
+    items = list(value)
+    if not all(isinstance(v, str) for v in items):
+        raise _KindMismatch("a list of strings")
+    return tuple(items)
+
+
+def _coerce_path(param: Param, value: Any) -> Path:
+    if isinstance(value, (str, Path)) and str(value):
+        return Path(value)
+    raise _KindMismatch("a file path")
+
+
+def _coerce_vector(param: Param, value: Any) -> np.ndarray:
+    if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__len__"):
+        raise _KindMismatch("a list of numbers")
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise _KindMismatch("a list of numbers") from None
+    if arr.ndim != 1 or arr.size == 0:
+        raise _KindMismatch("a non-empty list of numbers")
+    if not np.all(np.isfinite(arr)):
+        raise ParameterError("has a non-finite entry", field=param.name, hint="give finite numbers")
+    arr.setflags(write=False)
+    return arr
+
+
+def _coerce_matrix(param: Param, value: Any) -> np.ndarray:
+    if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__len__"):
+        raise _KindMismatch("a list of rows")
+    rows = list(value)
+    if not rows or any(isinstance(r, (str, bytes)) or not hasattr(r, "__len__") for r in rows):
+        raise _KindMismatch("a non-empty list of rows")
+    widths = {len(r) for r in rows}
+    if len(widths) != 1:
+        raise ParameterError(
+            f"rows have different lengths {sorted(widths)}",
+            field=param.name,
+            hint="give every row the same number of columns",
+        )
+    try:
+        arr = np.asarray(rows, dtype=float)
+    except (TypeError, ValueError):
+        raise _KindMismatch("a list of rows of numbers") from None
+    if arr.ndim != 2 or arr.shape[1] == 0:
+        raise _KindMismatch("a list of rows of numbers")
+    if not np.all(np.isfinite(arr)):
+        raise ParameterError("has a non-finite entry", field=param.name, hint="give finite numbers")
+    arr.setflags(write=False)
+    return arr
+
+
+def _coerce_distribution(param: Param, value: Any) -> np.ndarray:
+    arr = _coerce_vector(param, value)
+    if np.any(arr < 0):
+        raise ParameterError(
+            f"has a negative entry at position {int(np.argmax(arr < 0))}",
+            field=param.name,
+            hint="a distribution has non-negative entries summing to 1",
+        )
+    total = arr.sum()
+    if not math.isclose(total, 1.0, abs_tol=1e-9):
+        raise ParameterError(
+            f"sums to {total:.12g}, not 1",
+            field=param.name,
+            hint="a distribution has non-negative entries summing to 1",
+        )
+    arr = arr / total
+    arr.setflags(write=False)
+    return arr
+
+
+_COERCE = {
+    "float": _coerce_float,
+    "int": _coerce_int,
+    "bool": _coerce_bool,
+    "str": _coerce_str,
+    "strings": _coerce_strings,
+    "path": _coerce_path,
+    "vector": _coerce_vector,
+    "matrix": _coerce_matrix,
+    "distribution": _coerce_distribution,
+}
+
+
+def _example(kind: str) -> str:
+    return {
+        "float": "a number, e.g. 1.0",
+        "int": "an integer, e.g. 10",
+        "bool": "true or false",
+        "str": 'a string, e.g. "name"',
+        "strings": 'a list of strings, e.g. ["a", "b"]',
+        "path": 'a file path, e.g. "data/values.csv"',
+        "vector": "a list of numbers, e.g. [0.5, 0.5]",
+        "matrix": "a list of rows, e.g. [[0.9, 0.1], [0.1, 0.9]]",
+        "distribution": "a list of non-negative numbers summing to 1",
+    }[kind]
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _freeze(value: Any) -> Any:
+    """A hashable stand-in for a parameter value."""
+    if isinstance(value, np.ndarray):
+        return (value.shape, value.tobytes())
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+class Configurable:
+    """Base of every plugin class: declared parameters, validated at construction.
+
+    Subclasses declare ``name`` (the registry name), a docstring whose first
+    line is the one-line description, and :class:`Param` attributes. They may
+    override :meth:`_validate` for checks that involve several parameters.
+    """
+
+    name: ClassVar[str] = ""
+    kind: ClassVar[str] = "plugin"
+
+    def __init__(self, **params: Any):
+        declared = self.parameters()
+        for key in params:
+            if key not in declared:
+                raise ParameterError(
+                    f"{self._label()} has no parameter '{key}'",
+                    field=key,
+                    hint=did_you_mean(key, declared) if declared else f"{self._label()} takes no parameters",
+                )
+        for key, param in declared.items():
+            if key in params:
+                value = param.validate(params[key])
+            elif param.required:
+                raise ParameterError(
+                    f"{self._label()} needs parameter '{key}'",
+                    field=key,
+                    hint=f"add {param.describe()}",
+                )
+            else:
+                value = param.default
+            setattr(self, key, value)
+        self._validate()
+
+    @classmethod
+    def parameters(cls) -> dict[str, Param]:
+        """The declared parameters, in declaration order (base classes first)."""
+        found: dict[str, Param] = {}
+        for klass in reversed(cls.__mro__):
+            for key, value in vars(klass).items():
+                if isinstance(value, Param):
+                    found[key] = value
+        return found
+
+    @classmethod
+    def summary(cls) -> str:
+        """The first line of the class docstring."""
+        doc = (cls.__doc__ or "").strip()
+        return doc.splitlines()[0] if doc else ""
+
+    def get_params(self) -> dict[str, Any]:
+        return {key: getattr(self, key) for key in self.parameters()}
+
+    def _validate(self) -> None:
+        """Cross-parameter checks; raise ParameterError naming the parameter."""
+
+    def _label(self) -> str:
+        return f"{self.kind} '{self.name}'" if self.name else type(self).__name__
+
+    def _key(self) -> tuple:
+        return (type(self), tuple((k, _freeze(v)) for k, v in self.get_params().items()))
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self._key() == other._key()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={_show(v)}" for k, v in self.get_params().items())
+        return f"{self.name or type(self).__name__}({args})"

@@ -1,0 +1,175 @@
+"""The plugin registry.
+
+Plugins are modules named by entry points of the group ``ldpsim``; ldpsim's
+own built-ins are found exactly the same way. Each plugin implements hooks
+from :mod:`ldpsim.hookspecs` and registers classes by name. A plugin that fails
+to import or to register is reported as a :class:`PluginWarning` and skipped;
+two plugins claiming one name is a :class:`~ldpsim.errors.PluginError` naming
+both.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from types import ModuleType
+from typing import Any
+
+import pluggy
+
+from . import hookspecs
+from .dataset import Dataset
+from .errors import PluginError, did_you_mean
+from .estimator import Estimator
+from .mechanism import Mechanism
+from .metric import Metric
+from .params import Configurable
+
+ENTRY_POINT_GROUP = "ldpsim"
+
+#: plugin kind -> (base class, hook name)
+KINDS: dict[str, tuple[type[Configurable], str]] = {
+    "mechanism": (Mechanism, "register_mechanisms"),
+    "estimator": (Estimator, "register_estimators"),
+    "dataset": (Dataset, "register_datasets"),
+    "metric": (Metric, "register_metrics"),
+}
+
+
+class PluginWarning(UserWarning):
+    """A plugin could not be loaded and was skipped."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A registered class and where it came from."""
+
+    kind: str
+    name: str
+    cls: type
+    plugin: str
+    distribution: str | None
+    version: str | None
+
+    @property
+    def origin(self) -> str:
+        if self.distribution is None:
+            return self.plugin
+        return f"{self.plugin} ({self.distribution} {self.version})"
+
+
+class Registry:
+    """Named mechanisms, estimators, datasets and metrics from plugins."""
+
+    def __init__(self) -> None:
+        self._pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self._pm.add_hookspecs(hookspecs)
+        self._entries: dict[str, dict[str, Entry]] = {kind: {} for kind in KINDS}
+        self.skipped: list[str] = []
+
+    @classmethod
+    def from_entry_points(cls, group: str = ENTRY_POINT_GROUP) -> Registry:
+        """Load every plugin advertised under the entry-point ``group``."""
+        registry = cls()
+        for ep in sorted(entry_points(group=group), key=lambda e: e.name):
+            dist = getattr(ep, "dist", None)
+            distribution = dist.metadata["Name"] if dist is not None else None
+            version = dist.version if dist is not None else None
+            try:
+                module = ep.load()
+            except Exception as exc:  # a broken plugin must not take the others down
+                source = distribution or ep.value
+                registry._skip(f"plugin '{ep.name}' from {source} failed to import ({type(exc).__name__}: {exc})")
+                continue
+            registry.add(module, name=ep.name, distribution=distribution, version=version)
+        return registry
+
+    def add(
+        self, plugin: ModuleType | object, *, name: str, distribution: str | None = None, version: str | None = None
+    ) -> None:
+        """Register one plugin object (a module with hook implementations)."""
+        try:
+            self._pm.register(plugin, name=name)
+            self._pm.check_pending()  # a hook implementation that matches no specification
+        except Exception as exc:
+            if self._pm.has_plugin(name):
+                self._pm.unregister(name=name)
+            self._skip(f"plugin '{name}' is invalid ({exc})")
+            return
+        staged: list[Entry] = []
+        try:
+            for kind, (_, hook) in KINDS.items():
+                for impl in getattr(self._pm.hook, hook).get_hookimpls():
+                    if impl.plugin_name == name:
+
+                        def register(cls: type, kind: str = kind) -> None:
+                            staged.append(self._entry(kind, cls, name, distribution, version))
+
+                        impl.function(**({"register": register} if "register" in impl.argnames else {}))
+        except Exception as exc:
+            self._pm.unregister(name=name)
+            self._skip(f"plugin '{name}' failed to register ({type(exc).__name__}: {exc})")
+            return
+        for entry in staged:
+            table = self._entries[entry.kind]
+            if entry.name in table:
+                other = table[entry.name]
+                raise PluginError(
+                    f"{entry.kind} '{entry.name}' is registered by two plugins: {other.origin} and {entry.origin}",
+                    hint="uninstall one of them or rename its class's `name`",
+                )
+            table[entry.name] = entry
+
+    def _entry(self, kind: str, cls: type, plugin: str, distribution: str | None, version: str | None) -> Entry:
+        base = KINDS[kind][0]
+        if not (isinstance(cls, type) and issubclass(cls, base)):
+            raise TypeError(f"{cls!r} registered as a {kind} is not a subclass of ldpsim.{base.__name__}")
+        if not getattr(cls, "name", ""):
+            raise TypeError(f"{cls.__name__} has no `name`")
+        return Entry(kind, cls.name, cls, plugin, distribution, version)
+
+    def _skip(self, message: str) -> None:
+        self.skipped.append(message)
+        warnings.warn(f"{message}; the other plugins still load", PluginWarning, stacklevel=3)
+
+    # ---------------------------------------------------------------- lookup
+    def names(self, kind: str) -> list[str]:
+        return sorted(self._table(kind))
+
+    def entries(self, kind: str) -> list[Entry]:
+        table = self._table(kind)
+        return [table[n] for n in sorted(table)]
+
+    def get(self, kind: str, name: str) -> Entry:
+        table = self._table(kind)
+        if not isinstance(name, str) or name not in table:
+            hint = did_you_mean(str(name), table) if table else f"no {kind} plugins are installed"
+            raise PluginError(f"unknown {kind} '{name}'", hint=hint)
+        return table[name]
+
+    def create(self, kind: str, name: str, *args: Any, **params: Any) -> Any:
+        """Instantiate the class registered as ``name`` with validated ``params``."""
+        return self.get(kind, name).cls(*args, **params)
+
+    def _table(self, kind: str) -> dict[str, Entry]:
+        if kind not in self._entries:
+            raise PluginError(f"unknown plugin kind '{kind}'", hint=did_you_mean(kind, self._entries))
+        return self._entries[kind]
+
+
+_default: Registry | None = None
+
+
+def get_registry() -> Registry:
+    """The process-wide registry, loaded from entry points on first use."""
+    global _default
+    if _default is None:
+        _default = Registry.from_entry_points()
+    return _default
+
+
+def reset_registry() -> None:
+    """Forget the loaded registry (the next :func:`get_registry` reloads plugins)."""
+    global _default
+    _default = None

@@ -1,0 +1,89 @@
+"""Synthetic datasets: users' values drawn iid from a known distribution."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import gammaln, xlogy
+
+from ldpsim import Dataset, Param, ParameterError, hookimpl
+
+
+class _FromPmf(Dataset):
+    """Values drawn iid from :meth:`pmf`."""
+
+    def pmf(self) -> np.ndarray:
+        """The generating distribution over the domain."""
+        raise NotImplementedError
+
+    def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return rng.choice(self.domain.size, size=n, p=self.pmf())
+
+
+class Binomial(_FromPmf):
+    """Binomial(k-1, p) on the k values of an integers domain, in order."""
+
+    name = "binomial"
+    domain_kinds = ("integers",)
+    p = Param("float", 0.5, ge=0, le=1, doc="success probability")
+
+    def pmf(self) -> np.ndarray:
+        m = self.domain.size - 1
+        i = np.arange(m + 1)
+        log_pmf = gammaln(m + 1) - gammaln(i + 1) - gammaln(m - i + 1) + xlogy(i, self.p) + xlogy(m - i, 1 - self.p)
+        pmf = np.exp(log_pmf)
+        return pmf / pmf.sum()
+
+    def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return rng.binomial(self.domain.size - 1, self.p, size=n)
+
+
+class Uniform(_FromPmf):
+    """Uniform on the values low..high of an integers domain (the whole domain by default), zero elsewhere."""
+
+    name = "uniform"
+    low = Param("int", None, doc="smallest value with positive probability (integers domains)")
+    high = Param("int", None, doc="largest value with positive probability (integers domains)")
+
+    def _validate(self) -> None:
+        if self.domain.name != "integers":
+            for key in ("low", "high"):
+                if getattr(self, key) is not None:
+                    raise ParameterError(
+                        f"only applies to integers domains, not {self.domain.name}",
+                        field=key,
+                        hint="remove it to use the whole domain",
+                    )
+            return
+        values = self.domain.values
+        low = values[0] if self.low is None else self.low
+        high = values[-1] if self.high is None else self.high
+        inside = (values >= low) & (values <= high)
+        if not inside.any():
+            raise ParameterError(
+                f"the range {low}..{high} holds no value of the domain {values[0]}..{values[-1]}",
+                field="low",
+                hint="choose low <= high inside the domain",
+            )
+        self._support = inside
+
+    def pmf(self) -> np.ndarray:
+        support = getattr(self, "_support", np.ones(self.domain.size, dtype=bool))
+        return support / support.sum()
+
+
+class Zipf(_FromPmf):
+    """Zipf: the i-th value of the domain (i = 1, 2, ...) has probability proportional to i^-s."""
+
+    name = "zipf"
+    s = Param("float", 1.0, ge=0, doc="exponent (0 gives the uniform distribution)")
+
+    def pmf(self) -> np.ndarray:
+        w = np.arange(1, self.domain.size + 1, dtype=float) ** -self.s
+        return w / w.sum()
+
+
+@hookimpl
+def register_datasets(register):
+    register(Binomial)
+    register(Uniform)
+    register(Zipf)

@@ -1,0 +1,74 @@
+"""Matrix inversion estimators INV-N and INV-P."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ldpsim import EstimationError, Estimator, Observations, hookimpl, project_simplex
+
+#: largest joint output alphabet of a plan that INV will form a matrix for
+MAX_JOINT_OUTPUTS = 2_000_000
+
+
+def plan_matrix(plan) -> np.ndarray:
+    """(|X|, prod |Z_j|) matrix of a plan: P(report tuple | x), a row-wise Kronecker product."""
+    joint = None
+    for mech in plan:
+        m = mech.matrix
+        if m is None:
+            raise EstimationError(
+                f"matrix inversion needs mechanisms with a finite matrix; {mech!r} has none",
+                hint="use ibu for this mechanism",
+            )
+        joint = m if joint is None else (joint[:, :, None] * m[:, None, :]).reshape(m.shape[0], -1)
+        if joint.shape[1] > MAX_JOINT_OUTPUTS:
+            raise EstimationError(
+                f"the plan [{', '.join(map(repr, plan))}] has more than {MAX_JOINT_OUTPUTS} joint outputs",
+                hint="use ibu, which works on the observed reports only",
+            )
+    return joint
+
+
+def unbiased_estimate(observations: Observations) -> np.ndarray:
+    """v with E[v] = theta: per plan, q A^+ (A^-1 when square), averaged with weights n_plan / n.
+
+    Each plan's users are an iid sample of the population, so each plan gives
+    an unbiased estimate; weighting by size combines them.
+    """
+    total = np.zeros(observations.domain.size)
+    for group in observations.groups:
+        a = plan_matrix(group.plan)
+        widths = [mech.matrix.shape[1] for mech in group.plan]
+        flat = np.ravel_multi_index(tuple(group.reports.T), widths)
+        q = np.zeros(a.shape[1])
+        np.add.at(q, flat, group.counts / group.n)
+        v, *_ = np.linalg.lstsq(a.T, q, rcond=None)
+        total += group.n / observations.n * v
+    return total
+
+
+class InvN(Estimator):
+    """INV-N: q A^-1 (pseudo-inverse if not square), negatives set to 0, then normalized."""
+
+    name = "inv-n"
+
+    def _estimate(self, observations: Observations) -> np.ndarray:
+        v = np.clip(unbiased_estimate(observations), 0.0, None)
+        if v.sum() <= 0:
+            return np.full(v.size, 1.0 / v.size)
+        return v / v.sum()
+
+
+class InvP(Estimator):
+    """INV-P: q A^-1 (pseudo-inverse if not square), projected onto the simplex."""
+
+    name = "inv-p"
+
+    def _estimate(self, observations: Observations) -> np.ndarray:
+        return project_simplex(unbiased_estimate(observations))
+
+
+@hookimpl
+def register_estimators(register):
+    register(InvN)
+    register(InvP)

@@ -1,0 +1,57 @@
+"""k-ary randomized response (k-RR)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ldpsim import Mechanism, Param, Privacy, hookimpl
+
+
+class KRR(Mechanism):
+    """k-ary randomized response: the true value w.p. e^eps/(k-1+e^eps), else another uniformly (001 eq. 20)."""
+
+    name = "krr"
+    eps = Param("float", gt=0, doc="privacy level: the mechanism is eps-LDP")
+
+    @property
+    def privacy(self) -> Privacy:
+        return Privacy("ldp", self.eps)
+
+    @property
+    def _keep(self) -> float:
+        """P(report = true value) = e^eps / (k-1+e^eps), without overflow for large eps."""
+        return 1.0 / (1.0 + (self.domain.size - 1) * math.exp(-self.eps))
+
+    @property
+    def _other(self) -> float:
+        """P(report = a given other value) = 1 / (k-1+e^eps); not 1 - keep, which cancels."""
+        return math.exp(-self.eps) * self._keep
+
+    def _matrix(self) -> np.ndarray:
+        k = self.domain.size
+        m = np.full((k, k), self._other)
+        np.fill_diagonal(m, self._keep)
+        return m
+
+    def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        k = self.domain.size
+        keep = rng.random(values.shape[0]) < self._keep
+        other = (values + 1 + rng.integers(0, k - 1, size=values.shape[0])) % k
+        return np.where(keep, values, other)[:, None]
+
+    def _log_likelihood(self, reports: np.ndarray) -> np.ndarray:
+        # Without forming the k x k matrix: large categorical domains stay cheap.
+        k = self.domain.size
+        z = reports[:, 0]
+        if z.size and (z.min() < 0 or z.max() >= k):
+            return super()._log_likelihood(reports)  # reports the bad index
+        out = np.full((z.shape[0], k), math.log(self._other))
+        out[np.arange(z.shape[0]), z] = math.log(self._keep)
+        return out
+
+
+@hookimpl
+def register_mechanisms(register):
+    register(KRR)

@@ -1,0 +1,24 @@
+"""Small helpers shared by the tests."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import ldpsim
+from ldpsim import Categorical, Observations
+
+
+def make(kind: str, name: str, *args, **params):
+    return ldpsim.get_registry().create(kind, name, *args, **params)
+
+
+def matrix_mechanism(rows, domain=None):
+    """A `matrix` mechanism on a categorical domain with one label per row."""
+    rows = np.asarray(rows, dtype=float)
+    domain = domain or Categorical(values=[str(i + 1) for i in range(rows.shape[0])])
+    return make("mechanism", "matrix", domain, rows=rows.tolist())
+
+
+def observe(mech, outputs):
+    """Observations of single reports given as output indices (a list with repeats)."""
+    return Observations.from_reports(mech.domain, [(mech, np.asarray(outputs)[:, None])])

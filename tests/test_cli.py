@@ -1,0 +1,140 @@
+"""The command line, end to end: results files, listings, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+from typer.testing import CliRunner
+
+import ldpsim
+from ldpsim.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICKSTART = ROOT / "scenarios" / "quickstart.toml"
+runner = CliRunner()
+
+
+def ldpsim_cli(*args, cwd=None):
+    """The installed console script, in a subprocess, as a user runs it."""
+    exe = Path(sys.executable).with_name("ldpsim")
+    return subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, cwd=cwd)
+
+
+def test_run_writes_a_results_file_that_xarray_reads_back(tmp_path):
+    out = tmp_path / "q.nc"
+    done = ldpsim_cli("run", QUICKSTART, "-o", out, "--set", "users=4000", "--set", "repetitions=3", "-j", "2")
+    assert done.returncode == 0, done.stderr
+    assert "error: mean ± sd over 3 repetitions" in done.stdout and "uniform20-39" in done.stdout
+    assert f"wrote {out}" in done.stderr
+    with xr.open_dataset(out) as ds:
+        assert dict(ds.sizes) == {"data": 2, "rep": 3, "estimator": 3, "metric": 2, "value": 100}
+        assert ds["error"].dims == ("metric", "estimator", "data", "rep")
+        assert ds["estimate"].dims == ("estimator", "data", "rep", "value")
+        assert ds["truth"].dims == ("data", "rep", "value")
+        for var in ("iterations", "loglik", "seconds", "converged"):
+            assert ds[var].dims == ("estimator", "data", "rep")
+        assert list(ds["estimator"].values) == ["ibu", "inv-n", "inv-p"]
+        assert list(ds["metric"].values) == ["tv", "emd"]
+        assert list(ds["data"].values) == ["binomial", "uniform20-39"]
+        np.testing.assert_array_equal(ds["value"].values, np.arange(100))
+        np.testing.assert_allclose(ds["estimate"].sum("value"), 1, atol=1e-12)
+        assert ds["converged"].dtype == bool
+        assert ds.attrs["scenario"] == QUICKSTART.read_text()
+        assert json.loads(ds.attrs["overrides"]) == ["users=4000", "repetitions=3"]
+        assert ds.attrs["ldpsim_version"] == ldpsim.__version__ and int(ds.attrs["seed"]) == 20200907
+        plugins = json.loads(ds.attrs["plugins"])
+        assert plugins["mechanism:geometric"] == {"plugin": "geometric", "distribution": "ldpsim", "version": ldpsim.__version__}
+        assert set(plugins) == {"dataset:binomial", "dataset:uniform", "mechanism:geometric", "estimator:ibu", "estimator:inv-n", "estimator:inv-p", "metric:tv", "metric:emd"}
+        # The file holds the same numbers as the Python API computes.
+        again = ldpsim.run_scenario(QUICKSTART, users=4000, repetitions=3)
+        xr.testing.assert_allclose(ds[["error", "estimate", "truth", "loglik"]], again[["error", "estimate", "truth", "loglik"]], rtol=0, atol=0)
+        tv = ds["error"].sel(metric="tv")
+        recomputed = 0.5 * np.abs(ds["estimate"] - ds["truth"]).sum("value")
+        np.testing.assert_allclose(tv.values, recomputed.transpose(*tv.dims).values, atol=1e-12)
+
+
+def test_default_output_name_is_the_scenarios(tmp_path):
+    done = ldpsim_cli("run", QUICKSTART, "--set", "users=500", "--set", "repetitions=1", "-q", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "quickstart.nc").is_file() and done.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--set", "cohorts.everyone.reports.0.eps=0"], "cohorts.everyone.reports[0].eps: must be > 0, got 0.0; choose eps > 0"),
+        (["--set", "sweep.data.values.0.p=2"], "dataset.p: must be <= 1, got 2.0 (at sweep point data=binomial); choose p <= 1"),
+        (["--set", "dataset.p=0.2"], "--set: override 'dataset.p' has no effect: sweep 'data' sets 'dataset' at every point"),
+        (["--set", "cohorts.everyone.reports.0.mechanism=geometrik"], "did you mean 'geometric'?"),
+        (["--set", "estimators=[\"ibu\", \"inverse\"]"], "estimators.inverse.name: unknown estimator 'inverse'"),
+        (["-o", "no/such/dir/out.nc"], "output: directory 'no/such/dir' does not exist; create it or choose another path"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_no_file(tmp_path, args, message):
+    done = ldpsim_cli("run", QUICKSTART, *args, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: ") and message in done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_toml_error_and_missing_file(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("name = 'x'\n[domain\n")
+    done = ldpsim_cli("run", bad, cwd=tmp_path)
+    assert done.returncode == 2 and "invalid TOML" in done.stderr and "line 2" in done.stderr
+    done = ldpsim_cli("run", tmp_path / "none.toml", cwd=tmp_path)
+    assert done.returncode == 2 and "scenario file" in done.stderr and "not found" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.toml"]
+
+
+def test_list_shows_names_plugins_descriptions_and_parameters():
+    result = runner.invoke(app, ["list", "mechanisms"])
+    assert result.exit_code == 0
+    assert "krr" in result.stdout and "geometric" in result.stdout and "matrix" in result.stdout
+    assert "eps: float > 0 (required)" in result.stdout
+    assert "k-ary randomized response" in result.stdout and "ldpsim 0.1.0" in result.stdout
+    assert "estimators" not in result.stdout
+    everything = runner.invoke(app, ["list"])
+    for kind in ("mechanisms", "estimators", "datasets", "metrics"):
+        assert kind in everything.stdout
+
+
+def test_list_unknown_kind():
+    result = runner.invoke(app, ["list", "mechanismz"])
+    assert result.exit_code == 2 and "unknown kind 'mechanismz'; did you mean 'mechanisms'?" in result.stderr
+
+
+def test_show_summarizes_a_results_file(tmp_path):
+    out = tmp_path / "m.nc"
+    ldpsim.results.save_results(ldpsim.run_scenario(ROOT / "scenarios" / "mixed-population.toml", users=3000, repetitions=2), out)
+    result = runner.invoke(app, ["show", str(out)])
+    assert result.exit_code == 0
+    assert "mixed-population" in result.stdout and "mechanism:krr" in result.stdout
+    assert "ibu" in result.stdout and "inv-p" in result.stdout
+    bad = tmp_path / "not.nc"
+    bad.write_text("hello")
+    result = runner.invoke(app, ["show", str(bad)])
+    assert result.exit_code == 2 and "is not a readable netCDF file" in result.stderr
+
+
+def test_no_traceback_for_a_broken_plugin_either(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "ldpsim_broken.py").write_text("raise ImportError('needs libfoo')\n")
+    info = site / "broken_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[ldpsim]\nbroken = ldpsim_broken\n")
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    done = subprocess.run([str(Path(sys.executable).with_name("ldpsim")), "list", "metrics"], capture_output=True, text=True, env=env)
+    assert done.returncode == 0
+    assert done.stderr.strip().startswith("warning: plugin 'broken' from broken-plugin failed to import (ImportError: needs libfoo)")
+    assert "Traceback" not in done.stderr and "tv" in done.stdout

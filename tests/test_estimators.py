@@ -1,0 +1,161 @@
+"""Estimators: INV-N / INV-P against linear algebra and an independent projection; IBU's parameters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import make, matrix_mechanism
+from hypothesis import given
+from hypothesis import strategies as st
+from scipy.optimize import minimize
+
+from ldpsim import EstimationError, Integers, Mechanism, Observations, ParameterError, Privacy, project_simplex
+
+
+def krr_observations(rng, n=5000, k=6, eps=1.0, p=None):
+    domain = Integers(low=0, high=k - 1)
+    krr = make("mechanism", "krr", domain, eps=eps)
+    values = rng.choice(k, size=n, p=p)
+    return krr, Observations.from_reports(domain, [(krr, krr.sample(values, rng))])
+
+
+def unbiased(obs):
+    from ldpsim_plugins.estimators.inversion import unbiased_estimate
+
+    return unbiased_estimate(obs)
+
+
+def test_inv_solves_q_equals_v_a(rng):
+    krr, obs = krr_observations(rng)
+    v = unbiased(obs)
+    q = np.bincount(obs.groups[0].reports[:, 0], weights=obs.groups[0].counts, minlength=6) / obs.n
+    np.testing.assert_allclose(v @ krr.matrix, q, atol=1e-12)
+
+
+def test_inv_on_a_two_report_plan_solves_the_normal_equations(rng):
+    domain = Integers(low=0, high=3)
+    krr = make("mechanism", "krr", domain, eps=0.7)
+    values = rng.integers(0, 4, 3000)
+    reports = np.column_stack([krr.sample(values, rng), krr.sample(values, rng)])
+    obs = Observations.from_reports(domain, [((krr, krr), reports)])
+    joint = np.einsum("xi,xj->xij", krr.matrix, krr.matrix).reshape(4, 16)
+    q = np.bincount(reports[:, 0] * 4 + reports[:, 1], minlength=16) / 3000
+    v = unbiased(obs)
+    np.testing.assert_allclose((v @ joint - q) @ joint.T, 0, atol=1e-12)  # least squares: residual orthogonal to A's rows
+
+
+def test_inv_is_unbiased_for_a_mixed_population(rng):
+    domain = Integers(low=0, high=4)
+    theta = np.array([0.4, 0.3, 0.15, 0.1, 0.05])
+    krr = make("mechanism", "krr", domain, eps=1.0)
+    geo = make("mechanism", "geometric", domain, eps=0.8)
+    estimates = []
+    for _ in range(400):
+        a, b = rng.choice(5, 600, p=theta), rng.choice(5, 300, p=theta)
+        obs = Observations.from_reports(domain, [(krr, krr.sample(a, rng)), ((geo, krr), np.column_stack([geo.sample(b, rng), krr.sample(b, rng)]))])
+        estimates.append(unbiased(obs))
+    estimates = np.array(estimates)
+    se = estimates.std(axis=0) / np.sqrt(len(estimates))
+    assert np.all(np.abs(estimates.mean(axis=0) - theta) < 4.5 * se)
+
+
+def test_inv_n_truncates_and_normalizes(rng):
+    _, obs = krr_observations(rng, n=300, eps=0.3, p=[0.5, 0.5, 0, 0, 0, 0])
+    v = unbiased(obs)
+    assert (v < 0).any()  # the interesting case
+    est = make("estimator", "inv-n").estimate(obs).distribution
+    np.testing.assert_allclose(est, np.clip(v, 0, None) / np.clip(v, 0, None).sum())
+
+
+def test_inv_p_is_the_euclidean_projection(rng):
+    _, obs = krr_observations(rng, n=300, eps=0.3, p=[0.5, 0.5, 0, 0, 0, 0])
+    v = unbiased(obs)
+    est = make("estimator", "inv-p").estimate(obs).distribution
+    np.testing.assert_allclose(est, reference_projection(v), atol=1e-6)
+
+
+def reference_projection(v):
+    """An independent projection: a generic constrained optimizer."""
+    res = minimize(
+        lambda p: ((p - v) ** 2).sum(),
+        np.full(v.size, 1 / v.size),
+        jac=lambda p: 2 * (p - v),
+        bounds=[(0, 1)] * v.size,
+        constraints=[{"type": "eq", "fun": lambda p: p.sum() - 1, "jac": lambda p: np.ones_like(p)}],
+        method="SLSQP",
+        options={"ftol": 1e-15, "maxiter": 1000},
+    )
+    return res.x
+
+
+@given(st.lists(st.floats(-10, 10), min_size=1, max_size=30))
+def test_projection_lands_on_the_simplex_and_is_closest(values):
+    v = np.array(values)
+    p = project_simplex(v)
+    assert p.sum() == pytest.approx(1) and np.all(p >= 0)
+    # KKT: p = max(v - tau, 0) for one tau, so v - p is constant on the support and >= it off it.
+    gap = v - p
+    support = p > 0
+    assert np.ptp(gap[support]) < 1e-9
+    assert np.all(gap[~support] <= gap[support][0] + 1e-9)
+
+
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=30).filter(lambda x: sum(x) > 0))
+def test_projection_leaves_distributions_alone(values):
+    p = np.array(values) / sum(values)
+    np.testing.assert_allclose(project_simplex(p), p, atol=1e-12)
+
+
+class Unbounded(Mechanism):
+    """Reports x + noise on all integers: no finite matrix."""
+
+    name = "unbounded"
+
+    @property
+    def privacy(self):
+        return Privacy("none", float("inf"))
+
+    def _sample(self, values, rng):
+        return (values + rng.integers(-1, 2, values.shape[0]))[:, None]
+
+    def _log_likelihood(self, reports):
+        d = np.abs(reports[:, :1] - np.arange(self.domain.size)[None, :])
+        with np.errstate(divide="ignore"):
+            return np.where(d <= 1, np.log(1 / 3), -np.inf)
+
+
+@pytest.mark.parametrize("name", ["inv-n", "inv-p"])
+def test_inv_explains_why_it_cannot_run_without_a_matrix(name, rng):
+    domain = Integers(low=0, high=4)
+    mech = Unbounded(domain)
+    obs = Observations.from_reports(domain, [(mech, mech.sample(rng.integers(0, 5, 50), rng))])
+    with pytest.raises(EstimationError, match="needs mechanisms with a finite matrix.*use ibu"):
+        make("estimator", name).estimate(obs)
+    assert make("estimator", "ibu").estimate(obs).distribution.sum() == pytest.approx(1)
+
+
+def test_every_estimate_carries_its_loglik(rng):
+    _, obs = krr_observations(rng, n=2000)
+    results = {name: make("estimator", name).estimate(obs) for name in ("inv-n", "inv-p")}
+    results["ibu"] = make("estimator", "ibu", tol=1e-14, max_iter=100_000).estimate(obs)
+    assert all(np.isfinite(r.loglik) for r in results.values())
+    # Run to convergence, IBU maximizes the likelihood: no other estimate explains the reports better.
+    assert results["ibu"].loglik >= max(results["inv-n"].loglik, results["inv-p"].loglik) - 1e-9
+    assert results["ibu"].iterations > 0 and results["inv-n"].iterations == 0
+
+
+def test_ibu_start_parameter():
+    with pytest.raises(ParameterError, match="start: is zero at index 0"):
+        make("estimator", "ibu", start=[0.0, 0.5, 0.5])
+    with pytest.raises(ParameterError, match="start: sums to 0.9, not 1"):
+        make("estimator", "ibu", start=[0.4, 0.5])
+    mech = matrix_mechanism([[0.5, 0.5], [0.2, 0.8]])
+    obs = Observations.from_counts(mech.domain, mech, [0, 1], [3, 7])
+    with pytest.raises(ParameterError, match="start: has 3 entries, the domain has 2"):
+        make("estimator", "ibu", start=[0.2, 0.3, 0.5]).estimate(obs)
+
+
+def test_ibu_reports_non_convergence(rng):
+    _, obs = krr_observations(rng, n=2000)
+    est = make("estimator", "ibu", max_iter=2, tol=1e-15).estimate(obs)
+    assert est.iterations == 2 and not est.converged

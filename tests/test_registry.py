@@ -1,0 +1,153 @@
+"""The plugin registry: built-ins, a third-party package, broken and clashing plugins."""
+
+from __future__ import annotations
+
+import sys
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ldpsim
+from ldpsim import Integers, PluginError, PluginWarning, Registry
+from ldpsim.testing import check_mechanism
+
+ROOT = Path(__file__).resolve().parents[1]
+THIRDPARTY = Path(__file__).parent / "thirdparty"
+
+
+def fake_distribution(site: Path, name: str, version: str, entry_points: dict[str, str], files: dict[str, str]) -> None:
+    """Lay out an installed distribution on ``site``, as pip would (dist-info + modules)."""
+    for filename, text in files.items():
+        (site / filename).write_text(text)
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (info / "entry_points.txt").write_text("[ldpsim]\n" + "".join(f"{k} = {v}\n" for k, v in entry_points.items()))
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    before = set(sys.modules)
+    yield site
+    for mod in set(sys.modules) - before:
+        sys.modules.pop(mod, None)
+
+
+@pytest.fixture
+def neighbour(site):
+    """The package in tests/thirdparty, installed the way its pyproject.toml says."""
+    meta = tomllib.loads((THIRDPARTY / "pyproject.toml").read_text())["project"]
+    fake_distribution(
+        site, meta["name"], meta["version"], meta["entry-points"]["ldpsim"], {"ldpsim_neighbour.py": (THIRDPARTY / "ldpsim_neighbour.py").read_text()}
+    )
+    return site
+
+
+def test_builtins_are_registered_through_entry_points_like_any_plugin():
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["ldpsim"]
+    registry = Registry.from_entry_points()
+    plugins = {e.plugin for kind in ("mechanism", "estimator", "dataset", "metric") for e in registry.entries(kind)}
+    assert plugins == set(declared)
+    entry = registry.get("mechanism", "krr")
+    assert (entry.distribution, entry.version) == ("ldpsim", ldpsim.__version__)
+    assert {"krr", "geometric", "matrix"} <= set(registry.names("mechanism"))
+    assert {"ibu", "inv-n", "inv-p"} <= set(registry.names("estimator"))
+    assert {"binomial", "uniform", "zipf", "csv"} <= set(registry.names("dataset"))
+    assert {"tv", "emd", "l1", "l2"} <= set(registry.names("metric"))
+
+
+def test_builtins_use_only_the_public_api():
+    for path in (ROOT / "plugins").rglob("*.py"):
+        for line in path.read_text().splitlines():
+            if line.startswith(("from ldpsim", "import ldpsim")):
+                assert line.startswith(("from ldpsim import", "import ldpsim\n")) or line == "import ldpsim", f"{path}: {line}"
+
+
+def test_a_third_party_mechanism_is_found_and_meets_the_contract(neighbour):
+    registry = Registry.from_entry_points()
+    entry = registry.get("mechanism", "neighbour")
+    assert (entry.plugin, entry.distribution, entry.version) == ("neighbour", "ldpsim-neighbour", "1.2.3")
+    check_mechanism(registry.create("mechanism", "neighbour", Integers(low=0, high=9), p=0.3))
+    assert "krr" in registry.names("mechanism")
+
+
+def test_a_third_party_mechanism_runs_in_a_scenario(neighbour, monkeypatch):
+    monkeypatch.setattr(ldpsim.registry, "_default", Registry.from_entry_points())
+    ds = ldpsim.run_scenario(
+        {
+            "seed": 3,
+            "users": 4000,
+            "domain": {"kind": "integers", "low": 0, "high": 9},
+            "dataset": {"name": "binomial", "p": 0.4},
+            "cohorts": {"all": {"reports": [{"mechanism": "neighbour", "p": 0.2}]}},
+            "estimators": ["ibu"],
+            "metrics": ["tv"],
+        }
+    )
+    assert float(ds["error"].max()) < 0.05
+    assert '"mechanism:neighbour": {"distribution": "ldpsim-neighbour", "plugin": "neighbour", "version": "1.2.3"}' in ds.attrs["plugins"]
+
+
+def test_a_plugin_that_fails_to_import_is_skipped_with_a_warning(site):
+    fake_distribution(site, "broken-plugin", "0.1", {"broken": "ldpsim_broken"}, {"ldpsim_broken.py": "import not_a_module\n"})
+    with pytest.warns(PluginWarning, match="plugin 'broken' from broken-plugin failed to import .*not_a_module"):
+        registry = Registry.from_entry_points()
+    assert "krr" in registry.names("mechanism")
+    assert registry.skipped and "broken" in registry.skipped[0]
+
+
+def test_a_plugin_whose_hook_raises_is_skipped(site):
+    code = "from ldpsim import hookimpl\n@hookimpl\ndef register_metrics(register):\n    raise RuntimeError('boom')\n"
+    fake_distribution(site, "boom-plugin", "0.1", {"boom": "ldpsim_boom"}, {"ldpsim_boom.py": code})
+    with pytest.warns(PluginWarning, match="plugin 'boom' failed to register .*boom"):
+        registry = Registry.from_entry_points()
+    assert "tv" in registry.names("metric")
+
+
+def test_registering_something_that_is_not_a_plugin_class_is_reported(site):
+    code = "from ldpsim import hookimpl\n@hookimpl\ndef register_mechanisms(register):\n    register(dict)\n"
+    fake_distribution(site, "odd-plugin", "0.1", {"odd": "ldpsim_odd"}, {"ldpsim_odd.py": code})
+    with pytest.warns(PluginWarning, match="not a subclass of ldpsim.Mechanism"):
+        Registry.from_entry_points()
+
+
+def test_a_hook_with_a_misspelled_name_is_rejected(site):
+    code = "from ldpsim import hookimpl\n@hookimpl\ndef register_mechanismz(register):\n    pass\n"
+    fake_distribution(site, "typo-plugin", "0.1", {"typo": "ldpsim_typo"}, {"ldpsim_typo.py": code})
+    with pytest.warns(PluginWarning, match="plugin 'typo' is invalid .*register_mechanismz"):
+        Registry.from_entry_points()
+
+
+def test_two_plugins_claiming_one_name_is_an_error_naming_both(site):
+    code = (
+        "from ldpsim import hookimpl, get_registry\n"
+        "KRR = get_registry().get('mechanism', 'krr').cls\n"
+        "class Mine(KRR):\n    name = 'krr'\n"
+        "@hookimpl\ndef register_mechanisms(register):\n    register(Mine)\n"
+    )
+    fake_distribution(site, "krr-again", "2.0", {"zkrr": "ldpsim_zkrr"}, {"ldpsim_zkrr.py": code})
+    with pytest.raises(PluginError, match=r"mechanism 'krr' is registered by two plugins: krr \(ldpsim .*\) and zkrr \(krr-again 2.0\)"):
+        Registry.from_entry_points()
+
+
+def test_unknown_names_get_a_suggestion(registry):
+    with pytest.raises(PluginError, match="unknown mechanism 'kr'; did you mean 'krr'"):
+        registry.get("mechanism", "kr")
+    with pytest.raises(PluginError, match="unknown estimator 'mle'; choose one of"):
+        registry.get("estimator", "mle")
+
+
+def test_plugin_classes_validate_like_the_registry_says(registry):
+    entry = registry.get("mechanism", "krr")
+    assert entry.cls.summary().startswith("k-ary randomized response")
+    assert [p.describe() for p in entry.cls.parameters().values()] == ["eps: float > 0 (required)"]
+    mech = registry.create("mechanism", "krr", Integers(low=0, high=3), eps=1)
+    assert mech.eps == 1.0 and isinstance(mech.eps, float)
+    assert mech == registry.create("mechanism", "krr", Integers(low=0, high=3), eps=1.0)
+    assert mech != registry.create("mechanism", "krr", Integers(low=0, high=4), eps=1.0)
+    assert np.isclose(mech.matrix.sum(), 4)

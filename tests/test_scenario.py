@@ -1,0 +1,228 @@
+"""Scenarios: validation with one-line errors, overrides, sweeps, shares, seeds."""
+
+from __future__ import annotations
+
+import copy
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import ldpsim
+from ldpsim import LdpsimError
+from ldpsim.runner import run_task, tasks
+from ldpsim.scenario import Builder, _apportion, load_scenario, parse_override
+
+BASE = {
+    "name": "t",
+    "seed": 11,
+    "users": 3000,
+    "repetitions": 2,
+    "domain": {"kind": "integers", "low": 0, "high": 9},
+    "dataset": {"name": "binomial", "p": 0.5},
+    "cohorts": {"all": {"share": 1, "reports": [{"mechanism": "krr", "eps": 1.0}]}},
+    "estimators": ["ibu", "inv-p"],
+    "metrics": ["tv"],
+}
+
+
+def scenario(**changes):
+    doc = copy.deepcopy(BASE)
+    for path, value in changes.items():
+        node = doc
+        parts = path.split("__")
+        for part in parts[:-1]:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        if value is DELETE:
+            del node[parts[-1]]
+        else:
+            node[parts[-1]] = value
+    return doc
+
+
+DELETE = object()
+MIXED = {
+    "krr": {"share": "1/2", "reports": [{"mechanism": "krr", "eps": 1.0}]},
+    "geo": {"share": "1/3", "reports": [{"mechanism": "geometric", "eps": 0.1}]},
+    "twice": {"share": "1/6", "reports": [{"mechanism": "krr", "eps": 0.5, "repeat": 2}]},
+}
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"repetiton": 3}, r"unknown field 'repetiton'; did you mean 'repetitions'\?"),
+        ({"dataset": DELETE}, r"missing field 'dataset'; add dataset"),
+        ({"cohorts__all__reports": [{"mechanism": "krr", "eps": -1.0}]}, r"^cohorts\.all\.reports\[0\]\.eps: must be > 0, got -1.0; choose eps > 0$"),
+        ({"cohorts__all__reports": [{"mechanism": "krr", "eps": "high"}]}, r"cohorts\.all\.reports\[0\]\.eps: expected a number, got 'high'"),
+        ({"cohorts__all__reports": [{"mechanism": "krrr", "eps": 1}]}, r"cohorts\.all\.reports\[0\]\.mechanism: unknown mechanism 'krrr'; did you mean 'krr'\?"),
+        ({"cohorts__all__reports": [{"mechanism": "krr", "epsilon": 1}]}, r"cohorts\.all\.reports\[0\]\.epsilon: mechanism 'krr' has no parameter 'epsilon'; did you mean 'eps'\?"),
+        ({"cohorts__all__reports": [{"mechanism": "krr"}]}, r"cohorts\.all\.reports\[0\]\.eps: mechanism 'krr' needs parameter 'eps'; add eps: float > 0"),
+        ({"cohorts__all__reports": [{"mechanism": "krr", "eps": 1, "repeat": 0}]}, r"cohorts\.all\.reports\[0\]\.repeat: must be a positive integer"),
+        ({"cohorts__all__reports": []}, r"cohorts\.all\.reports: needs a non-empty list of reports"),
+        ({"cohorts__all__shares": 1}, r"cohorts\.all: unknown field 'shares'; did you mean 'share'\?"),
+        ({"dataset__p": 1.5}, r"^dataset\.p: must be <= 1, got 1.5; choose p <= 1$"),
+        ({"dataset__name": "binomal"}, r"dataset\.name: unknown dataset 'binomal'; did you mean 'binomial'\?"),
+        ({"dataset": {"name": "csv", "path": "nowhere.csv", "column": "x"}}, r"dataset\.path: file '.*nowhere.csv' not found"),
+        ({"estimators": ["ibuu"]}, r"estimators\.ibuu\.name: unknown estimator 'ibuu'; did you mean 'ibu'\?"),
+        ({"estimators": {"fast": {"name": "ibu", "max_iter": -5}}}, r"estimators\.fast\.max_iter: must be >= 0"),
+        ({"metrics": ["tv", "tv"]}, r"metrics: lists a name twice"),
+        ({"users": -5}, r"users: must be a positive integer, got -5"),
+        ({"users": DELETE}, r"missing field 'users'; add users = <count>"),
+        ({"seed": -1}, r"seed: must be an integer in 0\.\.\d+, got -1"),
+        ({"domain__kind": "interval"}, r"domain\.kind: unknown kind 'interval'; did you mean 'integers'\?"),
+        ({"domain__high": -3}, r"domain\.high: high \(-3\) must exceed low \(0\)"),
+        ({"cohorts": {"a": {"share": 0.5, "reports": [{"mechanism": "krr", "eps": 1}]}, "b": {"share": 0.4, "reports": [{"mechanism": "krr", "eps": 1}]}}}, r"cohorts: shares sum to 0\.9, not 1"),
+        ({"cohorts": {"a": {"share": "half", "reports": [{"mechanism": "krr", "eps": 1}]}}}, r"cohorts\.a\.share: 'half' is not a number or fraction"),
+        ({"cohorts": {"a": {"reports": [{"mechanism": "krr", "eps": 1}]}, "b": {"share": 0.5, "reports": [{"mechanism": "krr", "eps": 1}]}}}, r"cohorts\.a\.share: is missing"),
+        ({"cohorts__all__reports": [{"mechanism": "matrix", "rows": [[1, 0]] * 9 + [[0.5, 0.4]]}]}, r"cohorts\.all\.reports\[0\]\.rows: row 9 sums to 0\.9, not 1"),
+        ({"cohorts__all__reports": [{"mechanism": "geometric", "eps": 1}], "domain": {"kind": "categorical", "values": list("abcdefghij")}, "dataset": {"name": "uniform"}}, r"cohorts\.all\.reports\[0\]\.domain: mechanism 'geometric' does not work on a categorical domain"),
+        ({"sweep": {"eps": {"path": "cohorts.all.reports.0.eps", "values": [1, -1]}}}, r"eps: must be > 0, got -1.0 \(at sweep point eps=-1\)"),
+        ({"sweep": {"eps": {"path": "cohorts.all.report.0.eps", "values": [1]}}}, r"'cohorts.all.report.0.eps' does not exist: no field 'report'; did you mean 'reports'\?"),
+        ({"sweep": {"rep": {"path": "users", "values": [1]}}}, r"sweep\.rep: axis name 'rep' is reserved"),
+        ({"sweep": {"k": {"path": "domain.high", "values": [5, 9]}}}, r"sweep\.k\.path: cannot sweep 'domain.high'"),
+        ({"sweep": {"d": {"path": "dataset", "values": [{"name": "binomial"}, {"name": "binomial", "p": 0.2}]}}}, r"sweep\.d: values are tables or lists; add labels"),
+        ({"sweep": {"n": {"path": "users", "values": [10, 20], "labels": ["a"]}}}, r"sweep\.n\.labels: needs one label per value"),
+    ],
+)
+def test_bad_scenarios_get_one_line_naming_field_and_fix(changes, message):
+    with pytest.raises(LdpsimError, match=message) as info:
+        load_scenario(scenario(**changes))
+    assert "\n" not in str(info.value)
+
+
+def test_toml_syntax_errors_give_the_line(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text('name = "x"\nseed = 1\nusers = = 5\n')
+    with pytest.raises(LdpsimError, match=r"invalid TOML: .*\(at line 3, column \d+\)"):
+        load_scenario(path)
+
+
+def test_a_key_that_toml_put_into_the_previous_table_is_explained(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text('estimators = ["ibu"]\nusers = 10\n[domain]\nkind = "integers"\nlow = 0\nhigh = 3\n'
+                    '[dataset]\nname = "uniform"\n[cohorts.a]\nreports = [{mechanism = "krr", eps = 1}]\nmetrics = ["tv"]\n')
+    with pytest.raises(LdpsimError, match=r"missing field 'metrics': it sits inside \[cohorts\.a\]; in TOML every key"):
+        load_scenario(path)
+
+
+def test_missing_scenario_file():
+    with pytest.raises(LdpsimError, match="scenario file 'nope.toml' not found"):
+        load_scenario("nope.toml")
+
+
+def test_defaults_and_generated_seed():
+    loaded = load_scenario(scenario(seed=DELETE, repetitions=DELETE))
+    assert loaded.repetitions == 1
+    assert 0 <= loaded.seed < 2**63
+    assert f'"seed": {loaded.seed}' in loaded.resolved_json()  # recorded, so the run can be repeated
+
+
+def test_overrides_reach_any_field():
+    loaded = load_scenario(scenario(), ["users=500", "cohorts.all.reports.0.eps=2.5", "estimators.ibu.tol=1e-6", "description=hello world"])
+    assert loaded.document["users"] == 500
+    assert loaded.document["cohorts"]["all"]["reports"][0]["eps"] == 2.5
+    assert loaded.document["estimators"]["ibu"] == {"tol": 1e-6}
+    assert loaded.document["description"] == "hello world"
+    assert loaded.overrides == ('users=500', 'cohorts.all.reports.0.eps=2.5', 'estimators.ibu.tol=1e-06', 'description="hello world"')
+    with pytest.raises(LdpsimError, match="'cohorts.al.reports.0.eps' does not exist: no field 'al'; did you mean 'all'"):
+        load_scenario(scenario(), ["cohorts.al.reports.0.eps=2"])
+    with pytest.raises(LdpsimError, match="--set: override 'users' is not KEY=VALUE"):
+        load_scenario(scenario(), ["users"])
+
+
+@pytest.mark.parametrize(("text", "value"), [("a=1", 1), ("a=1e3", 1000.0), ("a=true", True), ("a=[1, 2]", [1, 2]), ("a=uniform", "uniform"), ('a="x y"', "x y"), ("a.b.0=1/3", "1/3")])
+def test_parse_override(text, value):
+    assert parse_override(text)[1] == value
+
+
+def test_sweeps_form_a_grid():
+    doc = scenario(
+        sweep={
+            "eps": {"path": "cohorts.all.reports.0.eps", "values": [0.5, 1, 2]},
+            "data": {"path": "dataset", "values": [{"name": "binomial", "p": 0.2}, {"name": "uniform"}]},
+        }
+    )
+    loaded = load_scenario(doc)
+    assert loaded.shape == (3, 2)
+    points = list(loaded.points())
+    assert [p.index for p in points] == [(i, j) for i in range(3) for j in range(2)]
+    assert points[3].coords == {"eps": 1, "data": "uniform"}
+    assert points[3].document["cohorts"]["all"]["reports"][0]["eps"] == 1
+    assert points[3].document["dataset"] == {"name": "uniform"}
+
+
+def test_one_axis_can_set_several_fields():
+    cohorts = {name: copy.deepcopy(c) for name, c in MIXED.items()}
+    doc = scenario(cohorts=cohorts, sweep={"eps": {"path": ["cohorts.krr.reports.0.eps", "cohorts.twice.reports.0.eps"], "values": [1, 3]}})
+    last = list(load_scenario(doc).points())[-1].document
+    assert last["cohorts"]["krr"]["reports"][0]["eps"] == 3 and last["cohorts"]["twice"]["reports"][0]["eps"] == 3
+
+
+def test_cohorts_get_exact_shares_and_expand_repeats():
+    loaded = load_scenario(scenario(cohorts=MIXED, users=600))
+    setup = Builder(loaded.base_dir).setup(next(loaded.points()))
+    assert [(c.name, c.users, len(c.plan)) for c in setup.cohorts] == [("krr", 300, 1), ("geo", 200, 1), ("twice", 100, 2)]
+    assert setup.cohorts[2].plan[0] is setup.cohorts[2].plan[1]
+
+
+@given(st.integers(1, 10**7), st.lists(st.integers(0, 50), min_size=1, max_size=8).filter(lambda w: sum(w) > 0))
+def test_apportion_is_exact_and_fair(users, weights):
+    shares = [Fraction(w, sum(weights)) for w in weights]
+    counts = _apportion(users, shares)
+    assert sum(counts) == users
+    assert all(abs(c - users * s) < 1 for c, s in zip(counts, shares))
+
+
+def _run(doc, **kw):
+    return ldpsim.run_scenario(doc, **kw)
+
+
+def test_same_scenario_same_numbers_whatever_the_workers():
+    doc = scenario(cohorts=MIXED, sweep={"eps": {"path": "cohorts.krr.reports.0.eps", "values": [0.5, 2]}})
+    one = _run(doc)
+    two = _run(doc, jobs=2)
+    for var in ("error", "estimate", "truth", "iterations", "loglik"):
+        np.testing.assert_array_equal(one[var].values, two[var].values)
+
+
+def test_task_results_do_not_depend_on_execution_order():
+    loaded = load_scenario(scenario(cohorts=MIXED))
+    todo = tasks(loaded)
+    forward = {t.key: run_task(t) for t in todo}
+    backward = {t.key: run_task(t) for t in reversed(todo)}
+    for key in forward:
+        np.testing.assert_array_equal(forward[key].estimates, backward[key].estimates)
+    assert not np.array_equal(forward[(0,)].truth, forward[(1,)].truth)  # repetitions differ
+
+
+def test_more_repetitions_keep_the_earlier_ones():
+    few = _run(scenario(repetitions=2))
+    more = _run(scenario(repetitions=4))
+    np.testing.assert_array_equal(few["estimate"].values, more["estimate"].isel(rep=slice(0, 2)).values)
+
+
+def test_a_different_seed_gives_different_numbers():
+    assert not np.array_equal(_run(scenario())["truth"].values, _run(scenario(seed=12))["truth"].values)
+
+
+def test_keyword_overrides_in_python():
+    ds = ldpsim.run_scenario(scenario(), users=700, cohorts__all__reports__0__eps=3.0, set=["repetitions=1"])
+    assert int(ds["users"]) == 700 and ds.sizes["rep"] == 1
+    assert '"eps": 3.0' in ds.attrs["resolved_scenario"]
+
+
+def test_users_default_to_the_size_of_a_file_dataset(tmp_path):
+    (tmp_path / "ages.csv").write_text("age\n3\n4\n4\n5\n9\n9\n9\n")
+    path = tmp_path / "s.toml"
+    path.write_text(
+        'seed = 1\nestimators = ["ibu"]\nmetrics = ["tv"]\n'
+        '[domain]\nkind = "integers"\nlow = 0\nhigh = 9\n'
+        '[dataset]\nname = "csv"\npath = "ages.csv"\ncolumn = "age"\n'
+        '[cohorts.all]\nreports = [{ mechanism = "krr", eps = 2 }]\n'
+    )
+    ds = ldpsim.run_scenario(path)
+    assert int(ds["users"]) == 7  # relative data paths resolve against the scenario's folder
+    np.testing.assert_allclose(ds["truth"].isel(rep=0).values, np.bincount([3, 4, 4, 5, 9, 9, 9], minlength=10) / 7)
