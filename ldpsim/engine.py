@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import EstimationError, ParameterError
-from .observations import Observations
+from .observations import Observations, ReportGroup
 
 #: default per-user tolerance: GIBU stops when |L(t) - L(t-1)| < DEFAULT_TOL * n
 DEFAULT_TOL = 1e-8
@@ -35,15 +35,16 @@ class Likelihood:
     def __init__(self, observations: Observations):
         if observations.n == 0:
             raise EstimationError("there are no observations", hint="simulate or load at least one report")
-        log_g = observations.log_likelihood()
+        groups = [g.canonical() for g in observations.groups]
+        log_g = np.concatenate([g.log_likelihood() for g in groups])
         shift = log_g.max(axis=1)
         impossible = np.flatnonzero(~np.isfinite(shift))
         if impossible.size:
-            raise _impossible_report(observations, int(impossible[0]))
+            raise _impossible_report(groups, int(impossible[0]))
         self.observations = observations
         self.shift = shift
         self.H = np.exp(log_g - shift[:, None])
-        self.counts = observations.counts.astype(float)
+        self.counts = np.concatenate([g.counts for g in groups]).astype(float)
         self.n = float(self.counts.sum())
         self._constant = float(self.counts @ shift)
 
@@ -157,8 +158,8 @@ def gibu(
     return EMResult(theta, loglik, iterations, converged, np.array(history) if trace else None)
 
 
-def _impossible_report(observations: Observations, row: int) -> EstimationError:
-    for group in observations.groups:
+def _impossible_report(groups: list[ReportGroup], row: int) -> EstimationError:
+    for group in groups:
         if row < len(group.counts):
             report = tuple(int(v) for v in group.reports[row])
             plan = ", ".join(repr(m) for m in group.plan)

@@ -34,19 +34,22 @@ def plan_width(plan: Plan) -> int:
 
 def unique_rows(reports: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct rows of an (n, w) integer array, and how often each occurs."""
-    if reports.shape[1] == 1:
-        uniq, counts = np.unique(reports[:, 0], return_counts=True)
-        return uniq[:, None], counts
+    if reports.shape[0] == 0:
+        return reports.reshape(0, reports.shape[1]), np.zeros(0, dtype=np.int64)
     lo = reports.min(axis=0)
     spans = reports.max(axis=0) - lo + 1
-    # Pack each row into one integer when it fits: a 1-D unique is far faster.
-    if np.all(spans > 0) and float(np.log2(spans).sum()) < 62:
-        keys = np.ravel_multi_index(tuple((reports - lo).T), tuple(spans))
+    if float(np.log2(spans).sum()) >= 62:
+        return np.unique(reports, axis=0, return_counts=True)
+    # Pack each row into one integer: counting integers is far faster than sorting rows.
+    keys = np.ravel_multi_index(tuple((reports - lo).T), tuple(spans)) if reports.shape[1] > 1 else reports[:, 0] - lo[0]
+    if float(np.prod(spans.astype(float))) <= max(4 * reports.shape[0], 1 << 16):
+        counts = np.bincount(keys, minlength=int(np.prod(spans)))
+        uniq = np.flatnonzero(counts)
+        counts = counts[uniq]
+    else:
         uniq, counts = np.unique(keys, return_counts=True)
-        rows = np.column_stack(np.unravel_index(uniq, tuple(spans))) + lo
-        return rows.astype(np.int64), counts
-    uniq, counts = np.unique(reports, axis=0, return_counts=True)
-    return uniq, counts
+    rows = np.column_stack(np.unravel_index(uniq, tuple(spans))) + lo
+    return rows.astype(np.int64), counts.astype(np.int64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -67,6 +70,29 @@ class ReportGroup:
         for mech in self.plan:
             yield mech, self.reports[:, start : start + mech.report_width]
             start += mech.report_width
+
+    def canonical(self) -> ReportGroup:
+        """The same group with exchangeable reports sorted, and equal tuples merged.
+
+        Reports a user made with equal single-column mechanisms can be permuted
+        without changing P(report tuple | x), a product over the reports: (a, b)
+        and (b, a) become one row with the summed count.
+        """
+        positions: dict[Mechanism, list[int]] = {}
+        col = 0
+        for mech in self.plan:
+            if mech.report_width == 1:
+                positions.setdefault(mech, []).append(col)
+            col += mech.report_width
+        runs = [cols for cols in positions.values() if len(cols) > 1]
+        if not runs:
+            return self
+        reports = self.reports.copy()
+        for cols in runs:
+            reports[:, cols] = np.sort(reports[:, cols], axis=1)
+        uniq, inverse = np.unique(reports, axis=0, return_inverse=True)
+        counts = np.bincount(inverse.ravel(), weights=self.counts, minlength=len(uniq)).astype(np.int64)
+        return ReportGroup(self.plan, uniq, counts)
 
     def log_likelihood(self) -> np.ndarray:
         """(D, |X|) log P(report tuple | x): the sum over the plan's reports."""

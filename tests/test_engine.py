@@ -245,3 +245,30 @@ def test_all_permutations_of_users_give_the_same_estimate(rng):
         obs = Observations.from_reports(domain, [(krr, reports[list(perm)])])
         results.add(tuple(np.round(gibu(Likelihood(obs)).theta, 14)))
     assert len(results) == 1
+
+
+def test_exchangeable_reports_are_merged_without_changing_the_update(rng):
+    domain = Integers(low=0, high=5)
+    krr = make("mechanism", "krr", domain, eps=0.8)
+    geo = make("mechanism", "geometric", domain, eps=0.4)
+    plan = (krr, geo, krr)
+    reports = rng.integers(0, 6, (400, 3))
+    obs = Observations.from_reports(domain, [(plan, reports)])
+    lik = Likelihood(obs)
+    assert lik.H.shape[0] < obs.n_distinct  # (a, g, b) and (b, g, a) share a row
+    per_user = [krr.likelihood([a])[0] * geo.likelihood([g])[0] * krr.likelihood([b])[0] for a, g, b in reports]
+    theta = rng.dirichlet(np.ones(6))
+    nxt, loglik = lik.em_step(theta)
+    np.testing.assert_allclose(nxt, naive_gibu_step(theta, per_user), rtol=1e-12)
+    assert loglik == pytest.approx(sum(np.log(theta @ g) for g in per_user), rel=1e-12)
+
+
+@given(st.lists(st.tuples(st.integers(-5, 5), st.integers(0, 3), st.integers(-(2**40), 2**40)), min_size=1, max_size=60), st.integers(1, 3))
+def test_unique_rows_agrees_with_numpy(rows, width):
+    from ldpsim.observations import unique_rows
+
+    reports = np.array(rows, dtype=np.int64)[:, :width]
+    uniq, counts = unique_rows(reports)
+    ref_uniq, ref_counts = np.unique(reports, axis=0, return_counts=True)
+    np.testing.assert_array_equal(uniq, ref_uniq)
+    np.testing.assert_array_equal(counts, ref_counts)
