@@ -1,4 +1,4 @@
-"""The ``ldpsim`` command line: run, list, show.
+"""The ``ldpsim`` command line: run, list, show, plot.
 
 Problems the user can fix are printed as one line, ``error: ...``, and exit
 with code 2; nothing is written in that case.
@@ -141,6 +141,26 @@ def show(results: Annotated[Path, typer.Argument(help="results file written by `
     plugins = json.loads(a.get("plugins", "{}"))
     out.print("plugins: " + ", ".join(f"{k} ({v['distribution']} {v['version']})" for k, v in plugins.items()), markup=False)
     out.print(summary_table(ds))
+
+
+@app.command()
+def plot(
+    results: Annotated[Path, typer.Argument(help="results file written by `ldpsim run`")],
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="image file (png, pdf, svg); default <results>.png")] = None,  # noqa: UP007
+) -> None:
+    """Plot the errors per sweep point and estimator, and the estimates beside the truth."""
+    from .plotting import summary_figure
+    from .results import check_output, open_results
+
+    with user_errors():
+        ds = open_results(results)
+        target = check_output(output if output is not None else results.with_suffix(".png"))
+        fig = summary_figure(ds)
+        try:
+            fig.savefig(target, dpi=120)
+        except ValueError as exc:  # e.g. an unknown image format
+            raise LdpsimError(str(exc), field="output", hint="use a .png, .pdf or .svg file name") from None
+    err.print(f"wrote {target}", markup=False)
 
 
 def summary_table(ds) -> Table:  # noqa: ANN001
