@@ -23,6 +23,11 @@ class Dataset(OnDomain):
         """Number of records, or None for a generative dataset."""
         return None
 
+    def distribution(self) -> np.ndarray | None:
+        """The population's distribution over the domain, if known (a prior for
+        prior-aware mechanisms and estimators: ``prior = "dataset"`` in a scenario)."""
+        return None
+
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         raise NotImplementedError
 

@@ -30,31 +30,57 @@ DEFAULT_MAX_ITER = 10_000
 
 
 class Likelihood:
-    """L(theta), its gradient and the EM update for fixed observations."""
+    """L(theta), its gradient and the EM update for fixed observations.
 
-    def __init__(self, observations: Observations):
+    ``support`` (a boolean mask over the domain) restricts theta to a likely
+    subset (004 Sec. 8): methods then take and return vectors over the
+    support only; :meth:`expand` puts zeros back.
+    """
+
+    def __init__(self, observations: Observations, support: np.ndarray | None = None):
         if observations.n == 0:
             raise EstimationError("there are no observations", hint="simulate or load at least one report")
         groups = [g.canonical() for g in observations.groups]
-        log_g = np.concatenate([g.log_likelihood() for g in groups])
-        shift = log_g.max(axis=1)
-        impossible = np.flatnonzero(~np.isfinite(shift))
+        blocks, shifts = [], []
+        for group in groups:
+            shift, block = _block(group)
+            if support is not None:
+                block = block[:, support] if isinstance(block, np.ndarray) else _columns(block, support)
+            shifts.append(shift)
+            blocks.append(block)
+        shift = np.concatenate(shifts)
+        if all(isinstance(b, np.ndarray) for b in blocks):
+            self.H = np.concatenate(blocks)
+            row_max = self.H.max(axis=1)
+        else:
+            self.H = _stack(blocks)
+            row_max = self.H @ np.ones(self.H.shape[1])
+        impossible = np.flatnonzero(~np.isfinite(shift) | ~(row_max > 0))
         if impossible.size:
-            raise _impossible_report(groups, int(impossible[0]))
+            raise _impossible_report(groups, int(impossible[0]), restricted=support is not None)
         self.observations = observations
+        self.support = support
         self.shift = shift
-        self.H = np.exp(log_g - shift[:, None])
         self.counts = np.concatenate([g.counts for g in groups]).astype(float)
         self.n = float(self.counts.sum())
         self._constant = float(self.counts @ shift)
 
+    def expand(self, theta: np.ndarray) -> np.ndarray:
+        """theta over the whole domain (zeros outside the support)."""
+        if self.support is None:
+            return theta
+        full = np.zeros(self.support.shape[0])
+        full[self.support] = theta
+        return full
+
     @classmethod
-    def of(cls, observations: Observations) -> Likelihood:
-        """The (cached) likelihood of ``observations``."""
-        cached = observations.__dict__.get("_likelihood")
-        if cached is None:
-            cached = observations.__dict__["_likelihood"] = cls(observations)
-        return cached
+    def of(cls, observations: Observations, support: np.ndarray | None = None) -> Likelihood:
+        """The (cached) likelihood of ``observations``, optionally on a support."""
+        cache = observations.__dict__.setdefault("_likelihoods", {})
+        key = None if support is None else np.asarray(support, dtype=bool).tobytes()
+        if key not in cache:
+            cache[key] = cls(observations, support)
+        return cache[key]
 
     @property
     def size(self) -> int:
@@ -158,13 +184,58 @@ def gibu(
     return EMResult(theta, loglik, iterations, converged, np.array(history) if trace else None)
 
 
-def _impossible_report(groups: list[ReportGroup], row: int) -> EstimationError:
+def _block(group: ReportGroup) -> tuple[np.ndarray, object]:
+    """(shift, H) for one group: the mechanism's structured operator, or dense from log-likelihoods."""
+    if len(group.plan) == 1:
+        parts = group.plan[0].likelihood_operator(group.reports)
+        if parts is not None:
+            return parts
+    log_g = group.log_likelihood()
+    shift = log_g.max(axis=1)
+    with np.errstate(invalid="ignore"):
+        return shift, np.exp(log_g - shift[:, None])
+
+
+def _columns(op, support: np.ndarray):
+    """``op`` restricted to the columns in ``support``."""
+    from scipy.sparse.linalg import LinearOperator  # imported only when structured blocks are used
+
+    full = support.shape[0]
+
+    def matvec(theta):
+        x = np.zeros(full)
+        x[support] = np.ravel(theta)
+        return op @ x
+
+    return LinearOperator((op.shape[0], int(support.sum())), matvec=matvec, rmatvec=lambda w: (op.T @ np.ravel(w))[support], dtype=float)
+
+
+def _stack(blocks: list):
+    """Blocks of rows as one operator."""
+    from scipy.sparse.linalg import LinearOperator
+
+    rows = np.cumsum([0] + [b.shape[0] for b in blocks])
+    cols = blocks[0].shape[1]
+
+    def matvec(theta):
+        theta = np.ravel(theta)
+        return np.concatenate([np.ravel(b @ theta) for b in blocks])
+
+    def rmatvec(w):
+        w = np.ravel(w)
+        return sum(np.ravel(b.T @ w[rows[i] : rows[i + 1]]) for i, b in enumerate(blocks))
+
+    return LinearOperator((int(rows[-1]), cols), matvec=matvec, rmatvec=rmatvec, dtype=float)
+
+
+def _impossible_report(groups: list[ReportGroup], row: int, *, restricted: bool = False) -> EstimationError:
     for group in groups:
         if row < len(group.counts):
             report = tuple(int(v) for v in group.reports[row])
             plan = ", ".join(repr(m) for m in group.plan)
+            where = "value of the support" if restricted else "value of the domain"
             return EstimationError(
-                f"report {report} of plan [{plan}] has probability 0 under every value of the domain",
+                f"report {report} of plan [{plan}] has probability 0 under every {where}",
                 hint="the reports do not come from these mechanisms on this domain",
             )
         row -= len(group.counts)

@@ -20,7 +20,7 @@ mechanisms, or whatever encoding the mechanism documents.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -38,6 +38,10 @@ class Mechanism(OnDomain):
     kind: ClassVar[str] = "mechanism"
     #: integers per report
     report_width: ClassVar[int] = 1
+    #: True if the declared privacy level is exactly the one the matrix has; False for
+    #: mechanisms that post-process a guarantee (e.g. remapping continuous noise to the
+    #: domain), whose matrix may be more private than declared
+    tight_privacy: ClassVar[bool] = True
 
     # ----------------------------------------------------------------- contract
     @property
@@ -79,6 +83,28 @@ class Mechanism(OnDomain):
             )
         return self._log_matrix_t[z]
 
+    def _likelihood_operator(self, reports: np.ndarray) -> tuple[np.ndarray, Any] | None:
+        """Optional: ``(shift, H)`` with ``P(report_d | x) = exp(shift_d) * H[d, x]``.
+
+        ``H`` is a (D, |X|) scipy ``LinearOperator`` or sparse matrix (anything with
+        ``H @ v`` and ``H.T @ w``). It lets GIBU use structured likelihoods (bit
+        vectors, hashed reports) without forming a dense array. Used for plans
+        made of this mechanism alone; None (the default) means "use
+        :meth:`_log_likelihood`".
+        """
+        return None
+
+    def _unbiased_estimate(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
+        """Optional: an unbiased estimate of the distribution (may leave the simplex) from
+        distinct reports and their counts, for matrix-inversion estimators when the
+        mechanism has a better one than inverting its matrix (or has no matrix)."""
+        return None
+
+    def _likely_subset(self, reports: np.ndarray) -> np.ndarray | None:
+        """Optional: a boolean mask over the domain outside which every value is unlikely
+        for these reports (004 Definitions 2-3), so any MLE is zero there. None if unknown."""
+        return None
+
     # ------------------------------------------------------------- public API
     @cached_property
     def matrix(self) -> np.ndarray | None:
@@ -118,11 +144,7 @@ class Mechanism(OnDomain):
 
     def log_likelihood(self, reports: np.ndarray) -> np.ndarray:
         """(len(reports), |X|) array of log P(report | x) (``-inf`` where impossible)."""
-        reports = np.asarray(reports, dtype=np.int64)
-        if reports.ndim == 1 and self.report_width == 1:
-            reports = reports[:, None]
-        if reports.ndim != 2 or reports.shape[1] != self.report_width:
-            raise ValueError(f"reports must have shape (n, {self.report_width})")
+        reports = self._check_reports(reports)
         out = np.asarray(self._log_likelihood(reports), dtype=float)
         if out.shape != (reports.shape[0], self.domain.size):
             raise ValueError(
@@ -132,11 +154,50 @@ class Mechanism(OnDomain):
             raise ValueError(f"{self!r}._log_likelihood returned NaN or a probability above 1")
         return out
 
+    def likelihood_operator(self, reports: np.ndarray) -> tuple[np.ndarray, Any] | None:
+        """Checked :meth:`_likelihood_operator`."""
+        reports = self._check_reports(reports)
+        parts = self._likelihood_operator(reports)
+        if parts is None:
+            return None
+        shift, op = parts
+        shift = np.asarray(shift, dtype=float)
+        if shift.shape != (reports.shape[0],) or tuple(op.shape) != (reports.shape[0], self.domain.size):
+            raise ValueError(f"{self!r}._likelihood_operator returned shapes {shift.shape} and {op.shape}")
+        return shift, op
+
+    def unbiased_estimate(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
+        """Checked :meth:`_unbiased_estimate`."""
+        reports = self._check_reports(reports)
+        v = self._unbiased_estimate(reports, np.asarray(counts))
+        if v is not None:
+            v = np.asarray(v, dtype=float)
+            if v.shape != (self.domain.size,) or not np.all(np.isfinite(v)):
+                raise ValueError(f"{self!r}._unbiased_estimate must return {self.domain.size} finite numbers")
+        return v
+
+    def likely_subset(self, reports: np.ndarray) -> np.ndarray | None:
+        """Checked :meth:`_likely_subset`."""
+        mask = self._likely_subset(self._check_reports(reports))
+        if mask is not None:
+            mask = np.asarray(mask, dtype=bool)
+            if mask.shape != (self.domain.size,) or not mask.any():
+                raise ValueError(f"{self!r}._likely_subset must return a non-empty mask over the domain")
+        return mask
+
     def likelihood(self, reports: np.ndarray) -> np.ndarray:
         """(len(reports), |X|) array of P(report | x)."""
         return np.exp(self.log_likelihood(reports))
 
     # -------------------------------------------------------------- internals
+    def _check_reports(self, reports: np.ndarray) -> np.ndarray:
+        reports = np.asarray(reports, dtype=np.int64)
+        if reports.ndim == 1 and self.report_width == 1:
+            reports = reports[:, None]
+        if reports.ndim != 2 or reports.shape[1] != self.report_width:
+            raise ValueError(f"reports must have shape (n, {self.report_width})")
+        return reports
+
     @cached_property
     def _log_matrix_t(self) -> np.ndarray:
         with np.errstate(divide="ignore"):

@@ -170,6 +170,13 @@ class Observations:
     def counts(self) -> np.ndarray:
         return np.concatenate([g.counts for g in self.groups]) if self.groups else np.zeros(0, np.int64)
 
+    def likely_subset(self) -> np.ndarray | None:
+        """A likely subset of the domain (004 Sec. 8), when the reports all come from one
+        mechanism that knows one; any MLE is zero outside it. None otherwise."""
+        if len(self.groups) != 1 or len(self.groups[0].plan) != 1:
+            return None
+        return self.groups[0].plan[0].likely_subset(self.groups[0].reports)
+
     def log_likelihood(self) -> np.ndarray:
         """(n_distinct, |X|) log P(report tuple | x), groups stacked in order."""
         if not self.groups:

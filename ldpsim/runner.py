@@ -3,7 +3,8 @@
 Randomness is derived, never shared: task ``(i, j, ..., rep)`` seeds its
 generators from ``SeedSequence(seed, spawn_key=(i, j, ..., rep, stream, ...))``
 with stream 0 for the dataset draw, 1 for the assignment of users to cohorts,
-and ``(2, cohort, report)`` for each report of each cohort. A task's result
+``(2, cohort, report)`` for each report of each cohort and ``(3, cohort)`` for
+the values of a cohort with its own dataset. A task's result
 therefore depends only on the scenario and its own position in the grid, not
 on the worker that ran it or on the other tasks; raising ``repetitions`` keeps
 the earlier repetitions identical.
@@ -23,7 +24,8 @@ import numpy as np
 import xarray as xr
 
 from .observations import Observations
-from .scenario import Builder, Point, Scenario, load_scenario, parse_override
+from .registry import get_registry
+from .scenario import Builder, Point, Scenario, Setup, load_scenario, parse_override
 
 Progress = Callable[[int, int], None]
 
@@ -58,28 +60,38 @@ def _rng(seed: int, *key: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
 
 
-_builders: dict[Path, Builder] = {}
+_builders: dict[tuple[Path, int], Builder] = {}
+
+
+def simulate(task: Task) -> tuple[Setup, np.ndarray, Observations]:
+    """A task's population: its setup, the distribution of true values, the aggregated reports."""
+    registry = get_registry()
+    cache_key = (task.base_dir, id(registry))
+    builder = _builders.get(cache_key)
+    if builder is None:  # one per process and registry: plugin instances (and data files) are reused across tasks
+        builder = _builders[cache_key] = Builder(task.base_dir, registry)
+    setup = builder.setup(task.point)
+    key = task.key
+    order = _rng(task.seed, *key, 1).permutation(setup.users)
+    values = setup.dataset.sample(setup.users, _rng(task.seed, *key, 0))
+    data = []
+    start = 0
+    for c, cohort in enumerate(setup.cohorts):
+        members = order[start : start + cohort.users]
+        start += cohort.users
+        if not cohort.users:
+            continue
+        if cohort.dataset is not None:  # heterogeneous users: this cohort draws its own values
+            values[members] = cohort.dataset.sample(cohort.users, _rng(task.seed, *key, 3, c))
+        reports = [mech.sample(values[members], _rng(task.seed, *key, 2, c, j)) for j, mech in enumerate(cohort.plan)]
+        data.append((cohort.plan, np.concatenate(reports, axis=1)))
+    truth = np.bincount(values, minlength=setup.domain.size) / setup.users
+    return setup, truth, Observations.from_reports(setup.domain, data)
 
 
 def run_task(task: Task) -> TaskResult:
     """Simulate one population, estimate, and score the estimates."""
-    builder = _builders.get(task.base_dir)
-    if builder is None:  # one per process: plugin instances (and data files) are reused across tasks
-        builder = _builders[task.base_dir] = Builder(task.base_dir)
-    setup = builder.setup(task.point)
-    key = task.key
-    values = setup.dataset.sample(setup.users, _rng(task.seed, *key, 0))
-    truth = np.bincount(values, minlength=setup.domain.size) / setup.users
-    order = _rng(task.seed, *key, 1).permutation(setup.users)
-    data = []
-    start = 0
-    for c, cohort in enumerate(setup.cohorts):
-        members = values[order[start : start + cohort.users]]
-        start += cohort.users
-        if cohort.users:
-            reports = [mech.sample(members, _rng(task.seed, *key, 2, c, j)) for j, mech in enumerate(cohort.plan)]
-            data.append((cohort.plan, np.concatenate(reports, axis=1)))
-    observations = Observations.from_reports(setup.domain, data)
+    setup, truth, observations = simulate(task)
 
     n_est, n_met = len(setup.estimators), len(setup.metrics)
     estimates = np.empty((n_est, setup.domain.size))
@@ -94,7 +106,7 @@ def run_task(task: Task) -> TaskResult:
         iterations[e], loglik[e], seconds[e], converged[e] = est.iterations, est.loglik, est.seconds, est.converged
         for m, metric in enumerate(setup.metrics.values()):
             errors[m, e] = metric(est.distribution, truth, setup.domain)
-    return TaskResult(key, truth, estimates, errors, iterations, loglik, seconds, converged, observations.n_distinct, setup.users)
+    return TaskResult(task.key, truth, estimates, errors, iterations, loglik, seconds, converged, observations.n_distinct, setup.users)
 
 
 def tasks(scenario: Scenario) -> list[Task]:

@@ -72,6 +72,7 @@ REQUIRED = ("domain", "dataset", "cohorts", "estimators", "metrics")
 RESERVED_AXES = {"rep", "estimator", "metric", "value", "row", "col"}
 UNSWEEPABLE = {"name", "description", "seed", "repetitions", "sweep", "domain", "estimators", "metrics"}
 REPORT_KEYS = ("mechanism", "repeat")
+COHORT_KEYS = ("share", "reports", "dataset")
 SHARE_TOL = 1e-9
 MAX_SEED = 2**63 - 1
 
@@ -199,6 +200,7 @@ class Cohort:
     name: str
     users: int
     plan: tuple[Mechanism, ...]
+    dataset: Dataset | None = None  # None: the scenario's dataset
 
 
 @dataclass
@@ -440,9 +442,9 @@ class Builder:
                 field="users",
                 hint=f"use at most {dataset.size} users or set dataset.replace = true",
             )
-        cohorts = self._cohorts(doc["cohorts"], domain, users)
+        cohorts = self._cohorts(doc["cohorts"], domain, users, dataset)
         estimators = {
-            label: self._plugin("estimator", spec, f"estimators.{label}", default_name=label)
+            label: self._plugin("estimator", spec, f"estimators.{label}", default_name=label, dataset=dataset)
             for label, spec in doc["estimators"].items()
         }
         metrics = {
@@ -451,19 +453,24 @@ class Builder:
         }
         return Setup(domain, dataset, users, cohorts, estimators, metrics)
 
-    def _cohorts(self, spec: Any, domain: Domain, users: int) -> list[Cohort]:
+    def _cohorts(self, spec: Any, domain: Domain, users: int, dataset: Dataset) -> list[Cohort]:
         shares = []
         plans = []
+        datasets = []
         for name, cohort in spec.items():
             where = f"cohorts.{name}"
             if not isinstance(cohort, dict):
                 raise ScenarioError("must be a table", field=where, hint="give share and reports")
-            extra = set(cohort) - {"share", "reports"}
+            extra = set(cohort) - set(COHORT_KEYS)
             if extra:
                 key = sorted(extra)[0]
-                raise ScenarioError(f"unknown field '{key}'", field=where, hint=did_you_mean(key, ["share", "reports"]))
+                raise ScenarioError(f"unknown field '{key}'", field=where, hint=did_you_mean(key, COHORT_KEYS))
             shares.append(_share(cohort.get("share", 1 if len(spec) == 1 else None), f"{where}.share"))
-            plans.append(self._plan(cohort.get("reports"), f"{where}.reports", domain))
+            own = None
+            if "dataset" in cohort:
+                own = self._plugin("dataset", cohort["dataset"], f"{where}.dataset", domain)
+            datasets.append(own)
+            plans.append(self._plan(cohort.get("reports"), f"{where}.reports", domain, own or dataset))
         total = sum(shares)
         if abs(float(total) - 1.0) > SHARE_TOL:
             raise ScenarioError(
@@ -472,9 +479,9 @@ class Builder:
                 hint='adjust the shares (exact fractions like share = "1/3" help)',
             )
         counts = _apportion(users, shares)
-        return [Cohort(name, c, plan) for name, c, plan in zip(spec, counts, plans)]
+        return [Cohort(name, c, plan, own) for name, c, plan, own in zip(spec, counts, plans, datasets)]
 
-    def _plan(self, reports: Any, where: str, domain: Domain) -> tuple[Mechanism, ...]:
+    def _plan(self, reports: Any, where: str, domain: Domain, dataset: Dataset) -> tuple[Mechanism, ...]:
         if not isinstance(reports, list) or not reports:
             raise ScenarioError("needs a non-empty list of reports", field=where, hint='e.g. reports = [{ mechanism = "krr", eps = 1 }]')
         plan: list[Mechanism] = []
@@ -487,7 +494,7 @@ class Builder:
             if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
                 raise ScenarioError(f"must be a positive integer, got {repeat!r}", field=f"{spot}.repeat", hint="how many times users report")
             name = params.pop("mechanism")
-            mech = self._plugin("mechanism", {"name": name, **params}, spot, domain, name_key="mechanism")
+            mech = self._plugin("mechanism", {"name": name, **params}, spot, domain, name_key="mechanism", dataset=dataset)
             plan.extend([mech] * repeat)
         return tuple(plan)
 
@@ -500,6 +507,7 @@ class Builder:
         *,
         default_name: str | None = None,
         name_key: str = "name",
+        dataset: Dataset | None = None,
     ) -> Any:
         if not isinstance(spec, dict):
             raise ScenarioError("must be a table", field=where, hint=f"give {name_key} = ... and parameters")
@@ -512,8 +520,18 @@ class Builder:
         except LdpsimError as exc:
             raise exc.at(f"{where}.{name_key}") from None
         for key, param in entry.cls.parameters().items():
-            if "path" in param.kinds and isinstance(params.get(key), str):
-                params[key] = str(self.base_dir / params[key])
+            value = params.get(key)
+            if "path" in param.kinds and isinstance(value, str):
+                params[key] = str(self.base_dir / value)
+            if "distribution" in param.kinds and value == "dataset":
+                known = dataset.distribution() if dataset is not None else None
+                if known is None:
+                    raise ScenarioError(
+                        "is \"dataset\" but the dataset's distribution is unknown",
+                        field=f"{where}.{key}",
+                        hint="give the distribution as a list of numbers",
+                    )
+                params[key] = known.tolist()
         cache_key = json.dumps([kind, name, params, domain.spec() if domain else None], sort_keys=True, default=str)
         if cache_key not in self._cache:
             args = (domain,) if domain is not None else ()

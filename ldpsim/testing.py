@@ -108,7 +108,13 @@ def check_sampler(mech: Mechanism, *, samples: int = 20_000, seed: int = 0, alph
 
 
 def check_privacy_claim(mech: Mechanism, *, seed: int = 0) -> None:
-    """The declared level equals the level of the matrix (or bounds it, for infinite mechanisms)."""
+    """The declared level equals the level of the matrix.
+
+    A mechanism with ``tight_privacy = False`` (one that post-processes a
+    guarantee, like remapped continuous noise) only has to stay within its
+    claim; so does one without a finite matrix, checked on the reports a
+    sample produces (a lower bound of its level).
+    """
     claim = mech.privacy
     if claim.notion == "none":
         return
@@ -132,7 +138,7 @@ def check_privacy_claim(mech: Mechanism, *, seed: int = 0) -> None:
     else:
         raise AssertionError(f"{mech!r}: unknown privacy notion {claim.notion!r}")
     tol = 1e-9 * max(1.0, abs(claim.eps))
-    if exact:
+    if exact and mech.tight_privacy:
         assert math.isclose(actual, claim.eps, rel_tol=1e-9, abs_tol=1e-12) or (math.isinf(actual) and math.isinf(claim.eps)), (
             f"{mech!r}: claims {claim} but its matrix gives eps = {actual:.12g}"
         )

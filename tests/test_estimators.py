@@ -159,3 +159,20 @@ def test_ibu_reports_non_convergence(rng):
     _, obs = krr_observations(rng, n=2000)
     est = make("estimator", "ibu", max_iter=2, tol=1e-15).estimate(obs)
     assert est.iterations == 2 and not est.converged
+
+
+@pytest.mark.parametrize(("name", "eps", "values"), [("krr", 4.0, [0, 1, 2, 3]), ("geometric", 0.8, [8, 9, 10, 11, 12])])
+def test_ibu_on_the_likely_subset_finds_the_same_mle(rng, name, eps, values):
+    # 004 Theorem 8.1: MLEs on X are the MLEs on a likely subset, padded with zeros.
+    domain = Integers(low=0, high=19)
+    mech = make("mechanism", name, domain, eps=eps)
+    obs = Observations.from_reports(domain, [(mech, mech.sample(rng.choice(values, 60), rng))])
+    subset = obs.likely_subset()
+    assert subset.sum() < 20
+    tight = {"tol": 1e-15, "max_iter": 200_000}
+    restricted = make("estimator", "ibu", **tight).estimate(obs)
+    full = make("estimator", "ibu", likely=False, **tight).estimate(obs)
+    assert np.all(restricted.distribution[~subset] == 0)
+    assert full.distribution[~subset].max() < 1e-4  # IBU on all of X drives them towards 0
+    assert restricted.loglik == pytest.approx(full.loglik, abs=1e-6)
+    assert restricted.loglik >= full.loglik - 1e-9

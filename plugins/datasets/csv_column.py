@@ -74,6 +74,10 @@ class CsvColumn(Dataset):
     def size(self) -> int:
         return int(self._values.shape[0])
 
+    def distribution(self) -> np.ndarray:
+        """The file's empirical distribution."""
+        return np.bincount(self._values, minlength=self.domain.size) / self.size
+
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         values = self._values
         if n == values.shape[0] and not self.replace:

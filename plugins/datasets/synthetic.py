@@ -15,6 +15,9 @@ class _FromPmf(Dataset):
         """The generating distribution over the domain."""
         raise NotImplementedError
 
+    def distribution(self) -> np.ndarray:
+        return self.pmf()
+
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.choice(self.domain.size, size=n, p=self.pmf())
 
@@ -82,8 +85,25 @@ class Zipf(_FromPmf):
         return w / w.sum()
 
 
+class Pmf(_FromPmf):
+    """Values drawn from an explicit distribution over the domain."""
+
+    name = "pmf"
+    p = Param("distribution", doc="probability of each value of the domain, in order")
+
+    def _validate(self) -> None:
+        if self.p.size != self.domain.size:
+            raise ParameterError(
+                f"has {self.p.size} entries, the domain has {self.domain.size}", field="p", hint="give one per value"
+            )
+
+    def pmf(self) -> np.ndarray:
+        return np.asarray(self.p)
+
+
 @hookimpl
 def register_datasets(register):
+    register(Pmf)
     register(Binomial)
     register(Uniform)
     register(Zipf)

@@ -30,13 +30,19 @@ def plan_matrix(plan) -> np.ndarray:
 
 
 def unbiased_estimate(observations: Observations) -> np.ndarray:
-    """v with E[v] = theta: per plan, q A^+ (A^-1 when square), averaged with weights n_plan / n.
+    """v with E[v] = theta: per plan, the mechanism's own unbiased estimate if it has one,
+    else q A^+ (A^-1 when square); averaged with weights n_plan / n.
 
     Each plan's users are an iid sample of the population, so each plan gives
     an unbiased estimate; weighting by size combines them.
     """
     total = np.zeros(observations.domain.size)
     for group in observations.groups:
+        if len(group.plan) == 1:  # a mechanism may know a better unbiased estimate than inverting its matrix
+            v = group.plan[0].unbiased_estimate(group.reports, group.counts)
+            if v is not None:
+                total += group.n / observations.n * v
+                continue
         a = plan_matrix(group.plan)
         widths = [mech.matrix.shape[1] for mech in group.plan]
         flat = np.ravel_multi_index(tuple(group.reports.T), widths)

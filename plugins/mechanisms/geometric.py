@@ -35,6 +35,13 @@ class Geometric(Mechanism):
         m[:, [0, -1]] /= 1 - alpha
         return m
 
+    def _likely_subset(self, reports: np.ndarray) -> np.ndarray:
+        # 004 Prop. 8.2: P(z|x) decreases with |z - x|, so values beyond the extreme
+        # reports are beaten on every report by the extreme reported value.
+        mask = np.zeros(self.domain.size, dtype=bool)
+        mask[reports[:, 0].min() : reports[:, 0].max() + 1] = True
+        return mask
+
     def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         # The difference of two iid Geometric(1 - alpha) variables is two-sided geometric.
         p = 1.0 - self._alpha

@@ -41,6 +41,13 @@ class KRR(Mechanism):
         other = (values + 1 + rng.integers(0, k - 1, size=values.shape[0])) % k
         return np.where(keep, values, other)[:, None]
 
+    def _likely_subset(self, reports: np.ndarray) -> np.ndarray:
+        # 004 Prop. 8.4: the reported values. An unreported x' is beaten by any reported x
+        # on every report: P(z|x') = q <= P(z|x), with equality except at z = x.
+        mask = np.zeros(self.domain.size, dtype=bool)
+        mask[reports[:, 0]] = True
+        return mask
+
     def _log_likelihood(self, reports: np.ndarray) -> np.ndarray:
         # Without forming the k x k matrix: large categorical domains stay cheap.
         k = self.domain.size
