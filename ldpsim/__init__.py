@@ -9,7 +9,8 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from .dataset import Dataset
-from .domains import Categorical, Domain, Grid, Integers, OnDomain, make_domain
+from .diagnostics import check_estimate, check_mechanism, rr_parameters
+from .domains import Categorical, Domain, Grid, Integers, OnDomain, make_domain, parse_domain
 from .engine import DEFAULT_MAX_ITER, DEFAULT_TOL, EMResult, Likelihood, check_start, gibu
 from .errors import (
     DataError,
@@ -28,6 +29,7 @@ from .params import Configurable, Param
 from .privacy import Privacy, geo_level, ldp_level, lip_level
 from .registry import PluginWarning, Registry, get_registry
 from .simplex import project_simplex
+from .unbiased import plan_matrix, unbiased_estimate
 
 try:
     __version__ = version("ldpsim")
@@ -63,6 +65,8 @@ __all__ = [
     "Registry",
     "ReportGroup",
     "ScenarioError",
+    "check_estimate",
+    "check_mechanism",
     "check_start",
     "get_registry",
     "geo_level",
@@ -72,8 +76,12 @@ __all__ = [
     "lip_level",
     "load_scenario",
     "make_domain",
+    "plan_matrix",
+    "parse_domain",
     "project_simplex",
+    "rr_parameters",
     "run_scenario",
+    "unbiased_estimate",
     "__version__",
 ]
 

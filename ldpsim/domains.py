@@ -219,7 +219,7 @@ class OnDomain(Configurable):
             raise ParameterError(
                 f"{self._label()} does not work on a {domain.name} domain",
                 field="domain",
-                hint=f"use a {' or '.join(self.domain_kinds)} domain or another {self.kind}",
+                hint=f"use a domain of kind {' or '.join(self.domain_kinds)}, or another {self.kind}",
             )
         self.domain = domain
         super().__init__(**params)
@@ -229,6 +229,41 @@ class OnDomain(Configurable):
 
 
 DOMAIN_KINDS: dict[str, type[Domain]] = {cls.name: cls for cls in (Integers, Grid, Categorical)}
+
+
+def parse_domain(text: str) -> Domain:
+    """A domain from a short command-line spec.
+
+    ``integers:0..99`` (optionally ``:STEP``), ``grid:24x16`` (optionally ``:CELL``),
+    ``categorical:a,b,c``.
+    """
+    kind, _, rest = text.partition(":")
+    parts = rest.split(":")
+    try:
+        if kind == "integers" and 1 <= len(parts) <= 2 and ".." in parts[0]:
+            low, high = parts[0].split("..")
+            spec: dict[str, Any] = {"kind": kind, "low": int(low), "high": int(high)}
+            if len(parts) == 2:
+                spec["step"] = int(parts[1])
+        elif kind == "grid" and 1 <= len(parts) <= 2 and "x" in parts[0]:
+            rows, cols = parts[0].split("x")
+            spec = {"kind": kind, "rows": int(rows), "cols": int(cols)}
+            if len(parts) == 2:
+                spec["cell"] = float(parts[1])
+        elif kind == "categorical" and rest:
+            spec = {"kind": kind, "values": rest.split(",")}
+        else:
+            raise ValueError
+    except ValueError:
+        raise ScenarioError(
+            f"'{text}' is not a domain",
+            field="--domain",
+            hint="write integers:0..99[:step], grid:24x16[:cell] or categorical:a,b,c",
+        ) from None
+    try:
+        return make_domain(spec)
+    except ScenarioError as exc:
+        raise ScenarioError(exc.problem, field="--domain", hint=exc.hint) from None
 
 
 def make_domain(spec: Mapping[str, Any] | Domain) -> Domain:

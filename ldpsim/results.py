@@ -122,6 +122,7 @@ def assemble(scenario: Scenario, results: Sequence[TaskResult], *, wall_seconds:
         "plugins": json.dumps(plugins, sort_keys=True),
         "scenario": scenario.text if scenario.text is not None else json.dumps(scenario.document, default=str),
         "scenario_source": str(scenario.source) if scenario.source else "mapping",
+        "scenario_dir": str(scenario.base_dir),
         "overrides": json.dumps(list(scenario.overrides)),
         "resolved_scenario": scenario.resolved_json(),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),

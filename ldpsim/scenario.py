@@ -221,14 +221,19 @@ def load_scenario(
     overrides: Mapping[str, Any] | Sequence[str] = (),
     *,
     registry: Registry | None = None,
+    base_dir: str | Path | None = None,
 ) -> Scenario:
     """Read, override and validate a scenario; raise LdpsimError on any problem.
 
     ``overrides`` is a mapping of field paths to values, or ``"path=value"``
-    strings as given to ``--set``.
+    strings as given to ``--set``. Relative data paths are resolved against
+    ``base_dir``: by default the scenario file's folder (the current folder
+    for a mapping).
     """
     text, doc, path = _read(source)
-    base_dir = path.parent if path is not None else Path.cwd()
+    if base_dir is None:
+        base_dir = path.parent if path is not None else Path.cwd()
+    base_dir = Path(base_dir).resolve()
     doc = _normalize(doc)
     applied = []
     items = overrides.items() if isinstance(overrides, Mapping) else (parse_override(o) for o in overrides)

@@ -138,3 +138,50 @@ def test_no_traceback_for_a_broken_plugin_either(tmp_path):
     assert done.returncode == 0
     assert done.stderr.strip().startswith("warning: plugin 'broken' from broken-plugin failed to import (ImportError: needs libfoo)")
     assert "Traceback" not in done.stderr and "tv" in done.stdout
+
+
+def test_check_mechanism_prints_the_theory():
+    result = runner.invoke(app, ["check", "mechanism", "krr", "--domain", "integers:0..9", "-p", "eps=1", "--prior", "uniform", "--users", "2000"])
+    assert result.exit_code == 0, result.stderr
+    out = result.stdout
+    assert "LDP         eps = 1:" in out
+    assert "rank 10 of 10 outputs" in out and "identifies the distribution" in out
+    assert "upper bound 46.51/n (004 Prop. 7.6, k-RR)" in out and ": holds" in out
+    assert "LIP         eps = 0.84" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["krr", "-d", "int:0..9", "-p", "eps=1"], "error: --domain: 'int:0..9' is not a domain; write integers:0..99[:step]"),
+        (["krr", "-d", "integers:0..9", "-p", "eps=-1"], "error: --param eps: must be > 0, got -1.0; choose eps > 0"),
+        (["geometric", "-d", "grid:3x3", "-p", "eps=1"], "error: --domain: mechanism 'geometric' does not work on a grid domain"),
+        (["krr", "-d", "integers:0..2", "-p", "eps=1", "--prior", "0.5,0.6,0.1"], "error: --prior: needs 3 non-negative numbers summing to 1"),
+        (["krrr", "-d", "integers:0..2", "-p", "eps=1"], "error: unknown mechanism 'krrr'; did you mean 'krr'?"),
+    ],
+)
+def test_check_mechanism_bad_input(args, message):
+    result = runner.invoke(app, ["check", "mechanism", *args])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(message) and result.stderr.count("\n") == 1
+
+
+def test_check_estimate_regenerates_the_reports(tmp_path):
+    out = tmp_path / "q.nc"
+    ldpsim.results.save_results(
+        ldpsim.run_scenario(QUICKSTART, users=3000, repetitions=2, set=['estimators={ibu = {tol = 1e-13, max_iter = 100000}, inv-p = {}}']),
+        out,
+    )
+    result = runner.invoke(app, ["check", "estimate", str(out)])
+    assert result.exit_code == 0, result.stderr
+    rows = {line.split("│")[2].strip(): line for line in result.stdout.splitlines() if "binomial" in line}
+    assert "2/2" in rows["ibu"].split("│")[4]  # converged IBU: an MLE in both repetitions
+    assert "0/2" in rows["inv-p"].split("│")[4]
+
+
+def test_check_estimate_detects_results_it_cannot_reproduce(tmp_path):
+    ds = ldpsim.run_scenario(QUICKSTART, users=300, repetitions=1)
+    ds["truth"] = ds["truth"] * 0 + 0.01  # as if another version had drawn other users
+    ldpsim.results.save_results(ds, tmp_path / "q.nc")
+    result = runner.invoke(app, ["check", "estimate", str(tmp_path / "q.nc")])
+    assert result.exit_code == 2 and "gives other true values than the file holds" in result.stderr

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy.optimize import minimize
 
+import ldpsim
 from ldpsim import EstimationError, Integers, Mechanism, Observations, ParameterError, Privacy, project_simplex
 
 
@@ -20,9 +21,7 @@ def krr_observations(rng, n=5000, k=6, eps=1.0, p=None):
 
 
 def unbiased(obs):
-    from ldpsim_plugins.estimators.inversion import unbiased_estimate
-
-    return unbiased_estimate(obs)
+    return ldpsim.unbiased_estimate(obs)
 
 
 def test_inv_solves_q_equals_v_a(rng):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import types
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -226,3 +228,46 @@ def test_users_default_to_the_size_of_a_file_dataset(tmp_path):
     ds = ldpsim.run_scenario(path)
     assert int(ds["users"]) == 7  # relative data paths resolve against the scenario's folder
     np.testing.assert_allclose(ds["truth"].isel(rep=0).values, np.bincount([3, 4, 4, 5, 9, 9, 9], minlength=10) / 7)
+
+
+def test_cohorts_with_their_own_dataset():
+    doc = scenario(
+        users=4000,
+        domain={"kind": "integers", "low": 0, "high": 3},
+        cohorts={
+            "young": {"share": 0.5, "dataset": {"name": "pmf", "p": [0.7, 0.3, 0, 0]}, "reports": [{"mechanism": "krr", "eps": 2.0}]},
+            "old": {"share": 0.5, "dataset": {"name": "pmf", "p": [0, 0, 0.4, 0.6]}, "reports": [{"mechanism": "krr", "eps": 2.0}]},
+        },
+    )
+    ds = ldpsim.run_scenario(doc)
+    truth = ds["truth"].isel(rep=0).values
+    np.testing.assert_allclose(truth, [0.35, 0.15, 0.2, 0.3], atol=0.03)  # the mixture, not the scenario's binomial
+    assert float(ds["error"].sel(estimator="ibu").max()) < 0.05
+
+
+def test_a_distribution_parameter_can_come_from_the_dataset():
+    loaded = load_scenario(scenario(estimators={"ibu": {"start": "dataset"}}))
+    setup = Builder(loaded.base_dir).setup(next(loaded.points()))
+    expected = ldpsim.get_registry().create("dataset", "binomial", setup.domain, p=0.5).distribution()
+    np.testing.assert_allclose(setup.estimators["ibu"].start, expected)
+    # A file dataset's distribution is its empirical one; a zero is refused as IBU start.
+    with pytest.raises(LdpsimError, match=r"estimators\.ibu\.start: is zero at index 0; an EM update never raises a zero"):
+        load_scenario(scenario(dataset={"name": "csv", "path": "tests/data/people.csv", "column": "age"}, domain={"kind": "integers", "low": 0, "high": 99},
+                               estimators={"ibu": {"start": "dataset"}}, users=DELETE), base_dir=Path(__file__).parents[1])
+
+
+def test_a_dataset_without_a_known_distribution_cannot_be_a_prior():
+    class Opaque(ldpsim.Dataset):
+        """Values from somewhere."""
+
+        name = "opaque"
+
+        def _sample(self, n, rng):
+            return rng.integers(0, self.domain.size, n)
+
+    plugin = types.ModuleType("opaque_plugin")
+    plugin.register_datasets = ldpsim.hookimpl(lambda register: register(Opaque))
+    registry = ldpsim.Registry.from_entry_points()
+    registry.add(plugin, name="opaque")
+    with pytest.raises(LdpsimError, match=r"estimators\.ibu\.start: is \"dataset\" but the dataset's distribution is unknown; give the distribution"):
+        load_scenario(scenario(dataset={"name": "opaque"}, estimators={"ibu": {"start": "dataset"}}), registry=registry)

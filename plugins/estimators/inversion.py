@@ -1,60 +1,14 @@
-"""Matrix inversion estimators INV-N and INV-P."""
+"""Matrix inversion estimators INV-N and INV-P (001 Sec. IX): post-processed unbiased estimates."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ldpsim import EstimationError, Estimator, Observations, hookimpl, project_simplex
-
-#: largest joint output alphabet of a plan that INV will form a matrix for
-MAX_JOINT_OUTPUTS = 2_000_000
-
-
-def plan_matrix(plan) -> np.ndarray:
-    """(|X|, prod |Z_j|) matrix of a plan: P(report tuple | x), a row-wise Kronecker product."""
-    joint = None
-    for mech in plan:
-        m = mech.matrix
-        if m is None:
-            raise EstimationError(
-                f"matrix inversion needs mechanisms with a finite matrix; {mech!r} has none",
-                hint="use ibu for this mechanism",
-            )
-        joint = m if joint is None else (joint[:, :, None] * m[:, None, :]).reshape(m.shape[0], -1)
-        if joint.shape[1] > MAX_JOINT_OUTPUTS:
-            raise EstimationError(
-                f"the plan [{', '.join(map(repr, plan))}] has more than {MAX_JOINT_OUTPUTS} joint outputs",
-                hint="use ibu, which works on the observed reports only",
-            )
-    return joint
-
-
-def unbiased_estimate(observations: Observations) -> np.ndarray:
-    """v with E[v] = theta: per plan, the mechanism's own unbiased estimate if it has one,
-    else q A^+ (A^-1 when square); averaged with weights n_plan / n.
-
-    Each plan's users are an iid sample of the population, so each plan gives
-    an unbiased estimate; weighting by size combines them.
-    """
-    total = np.zeros(observations.domain.size)
-    for group in observations.groups:
-        if len(group.plan) == 1:  # a mechanism may know a better unbiased estimate than inverting its matrix
-            v = group.plan[0].unbiased_estimate(group.reports, group.counts)
-            if v is not None:
-                total += group.n / observations.n * v
-                continue
-        a = plan_matrix(group.plan)
-        widths = [mech.matrix.shape[1] for mech in group.plan]
-        flat = np.ravel_multi_index(tuple(group.reports.T), widths)
-        q = np.zeros(a.shape[1])
-        np.add.at(q, flat, group.counts / group.n)
-        v, *_ = np.linalg.lstsq(a.T, q, rcond=None)
-        total += group.n / observations.n * v
-    return total
+from ldpsim import Estimator, Observations, hookimpl, project_simplex, unbiased_estimate
 
 
 class InvN(Estimator):
-    """INV-N: q A^-1 (pseudo-inverse if not square), negatives set to 0, then normalized."""
+    """INV-N: an unbiased estimate (q A^-1, or the mechanism's own), negatives set to 0, then normalized."""
 
     name = "inv-n"
 
@@ -66,7 +20,7 @@ class InvN(Estimator):
 
 
 class InvP(Estimator):
-    """INV-P: q A^-1 (pseudo-inverse if not square), projected onto the simplex."""
+    """INV-P: an unbiased estimate (q A^-1, or the mechanism's own), projected onto the simplex."""
 
     name = "inv-p"
 

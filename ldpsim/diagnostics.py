@@ -1,0 +1,334 @@
+"""The papers' theory as checks a user can run.
+
+For a mechanism (:func:`check_mechanism`): the privacy it really provides
+(LDP, d-privacy per unit of distance, LIP under a prior), whether it
+identifies the distribution (004, Theorem "Identification": |X| linearly
+independent columns) and, where 004 Sec. 7.6 gives one, the bound on the
+expected squared error of matrix inversion beside its exact value and a
+simulation.
+
+For observations and an estimate (:func:`check_estimate`): whether L is
+strictly concave (004, Theorem "strict concavity", condition (iii)), whether
+the MLE is unique, and a KKT certificate: theta is an MLE iff
+dL/dtheta_x <= n for every x, with equality where theta_x > 0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .engine import Likelihood
+from .mechanism import Mechanism
+from .observations import Observations
+from .privacy import Privacy, geo_level, ldp_level, lip_level
+
+#: relative tolerance on singular values for numerical rank
+RANK_TOL = 1e-10
+#: probabilities at or below this count as zero (an EM iterate never reaches 0 exactly)
+ZERO = 1e-6
+#: KKT violation below which an estimate counts as an MLE
+MLE_TOL = 1e-3
+#: KKT violation below which the zero set of an estimate is trusted to judge uniqueness
+NEAR_MLE = 1e-2
+
+
+@dataclass(frozen=True)
+class InvBound:
+    """A bound of 004 Sec. 7.6 on n * E||v - theta||^2 for v = q A^-1, beside its exact value and a simulation."""
+
+    source: str
+    kind: str  # "upper" or "lower"
+    bound: float  # per user: the bound on E||v - theta||^2 is bound / n
+    exact: float  # n * E||v - theta||^2 for the uniform theta, from the matrix
+    simulated: float | None  # n * mean ||v - theta||^2 over simulations, if run
+    users: int | None = None
+
+    @property
+    def holds(self) -> bool:
+        return self.exact <= self.bound * (1 + 1e-9) if self.kind == "upper" else self.exact >= self.bound * (1 - 1e-9)
+
+
+@dataclass(frozen=True)
+class MechanismReport:
+    mechanism: str
+    declared: Privacy
+    exact: bool  # levels computed on all outputs (a finite matrix) or on sampled ones (lower bounds)
+    ldp_eps: float
+    geo_eps: float
+    lip_eps: float | None
+    outputs: int | None
+    rank: int
+    condition: float
+    identifiable: bool
+    has_zeros: bool
+    inv_bounds: list[InvBound] = field(default_factory=list)
+
+    @property
+    def consistent(self) -> bool:
+        """IBU is consistent (004 Sec. 6): identification, and dominance, which finite outputs
+        without zero probabilities guarantee."""
+        return self.identifiable and self.outputs is not None and not self.has_zeros
+
+    def lines(self) -> list[str]:
+        """A readable account, one finding per line."""
+        lower = "" if self.exact else " (at least: computed on sampled outputs)"
+        out = [f"mechanism   {self.mechanism}", f"declares    {self.declared}"]
+        out.append(f"LDP         eps = {_num(self.ldp_eps)}{lower}: the smallest eps with P(z|x) <= e^eps P(z|x')")
+        out.append(f"d-privacy   eps = {_num(self.geo_eps)} per unit of distance{lower}")
+        if self.lip_eps is not None:
+            out.append(f"LIP         eps = {_num(self.lip_eps)} under the given prior (002 Definition 3)")
+        outs = "unbounded outputs" if self.outputs is None else f"{self.outputs} outputs"
+        ident = "identifies the distribution" if self.identifiable else "does NOT identify the distribution"
+        out.append(
+            f"identity    rank {self.rank} of {outs}, condition number {_num(self.condition)}: {ident} (004 Thm. 6.1)"
+        )
+        if self.consistent:
+            out.append("consistency IBU's estimate converges to the true distribution as n grows (004 Sec. 6)")
+        elif self.identifiable:
+            out.append("consistency identification holds; the dominance condition is not guaranteed (zeros or unbounded outputs)")
+        else:
+            out.append("consistency no: different distributions give the same report distribution")
+        for b in self.inv_bounds:
+            sim = "" if b.simulated is None else f", simulated {b.simulated:.4g}/n over {b.users} users"
+            verdict = "holds" if b.holds else "VIOLATED"
+            out.append(
+                f"INV error   {b.kind} bound {b.bound:.4g}/n ({b.source}); exact {b.exact:.4g}/n for uniform theta{sim}: {verdict}"
+            )
+        return out
+
+
+def check_mechanism(
+    mech: Mechanism,
+    *,
+    prior: np.ndarray | None = None,
+    users: int | None = None,
+    repetitions: int = 200,
+    seed: int = 0,
+) -> MechanismReport:
+    """Privacy levels, identifiability and INV error bounds of a mechanism."""
+    k = mech.domain.size
+    if mech.matrix is not None:
+        columns = mech.matrix
+        exact = True
+    else:  # unbounded outputs: the columns of the outputs a sample produces
+        values = np.arange(k).repeat(max(1, 4000 // k))
+        reports = np.unique(mech.sample(values, np.random.default_rng(seed)), axis=0)
+        columns = mech.likelihood(reports).T
+        exact = False
+    with np.errstate(divide="ignore"):
+        log_p = np.log(columns).T
+    lip = None
+    if prior is not None:
+        prior = np.asarray(prior, dtype=float)
+        if prior.shape != (k,):
+            raise ValueError(f"prior must have {k} entries")
+        lip = lip_level(columns, prior) if exact else None
+    singular = np.linalg.svd(columns, compute_uv=False)
+    rank = int((singular > RANK_TOL * singular[0]).sum())
+    condition = float(singular[0] / singular[k - 1]) if rank == k else math.inf
+    report = MechanismReport(
+        mechanism=repr(mech),
+        declared=mech.privacy,
+        exact=exact,
+        ldp_eps=ldp_level(log_p),
+        geo_eps=geo_level(log_p, mech.domain.distances),
+        lip_eps=lip,
+        outputs=mech.output_size,
+        rank=rank,
+        condition=condition,
+        identifiable=rank == k,
+        has_zeros=bool((columns == 0).any()),
+    )
+    bounds = inv_bounds(mech, users=users, repetitions=repetitions, seed=seed)
+    return MechanismReport(**{**report.__dict__, "inv_bounds": bounds})
+
+
+def inv_bounds(mech: Mechanism, *, users: int | None = None, repetitions: int = 200, seed: int = 0) -> list[InvBound]:
+    """004 Sec. 7.6, for matrices of the two shapes it covers: k-RR (an upper bound) and the
+    truncated linear geometric mechanism with alpha = e^-eps > 1/2 (a lower bound)."""
+    m = mech.matrix
+    if m is None or m.shape[0] != m.shape[1] or np.linalg.matrix_rank(m) < m.shape[0]:
+        return []
+    k = m.shape[0]
+    found = []
+    rr = rr_parameters(m)
+    if rr is not None:
+        e = rr[0] / rr[1]  # e^eps
+        found.append(("004 Prop. 7.6, k-RR", "upper", ((e + k - 1) / (e - 1)) ** 2))
+    alpha = _truncated_geometric(m)
+    if alpha is not None and alpha > 0.5:
+        beta = 1 / (1 - alpha)
+        found.append(("004 Prop. 7.6, linear geometric", "lower", beta**3 - 2 * alpha * beta**2 - 2))
+    if not found:
+        return []
+    theta = np.full(k, 1.0 / k)
+    inverse = np.linalg.inv(m)
+    exact = inv_mse(m, theta, inverse)
+    simulated = None
+    if users:
+        rng = np.random.default_rng(seed)
+        lam = theta @ m
+        q = rng.multinomial(users, lam / lam.sum(), size=repetitions) / users
+        simulated = float(users * ((q @ inverse - theta) ** 2).sum(axis=1).mean())
+    return [InvBound(src, kind, float(b), exact, simulated, users) for src, kind, b in found]
+
+
+def inv_mse(matrix: np.ndarray, theta: np.ndarray, inverse: np.ndarray | None = None) -> float:
+    """n * E||q A^-1 - theta||^2 exactly: q is multinomial with mean lam = theta A."""
+    inverse = np.linalg.inv(matrix) if inverse is None else inverse
+    lam = theta @ matrix
+    return float(lam @ (inverse**2).sum(axis=1) - theta @ theta)
+
+
+@dataclass(frozen=True)
+class EstimateReport:
+    loglik: float
+    kkt_violation: float  # max over x of (g_x/n - 1)+, and of |g_x/n - 1| on the support; 0 for an MLE
+    strictly_concave: bool
+    unique_mle: bool | None  # None when the estimate is too far from an MLE to judge
+
+    @property
+    def is_mle(self) -> bool:
+        return self.kkt_violation < MLE_TOL
+
+
+def kkt_violation(lik: Likelihood, theta: np.ndarray) -> float:
+    """How far theta is from the MLE conditions: dL/dtheta_x <= n, with equality where theta_x > 0."""
+    g = lik.gradient(theta) / lik.n
+    if not np.all(np.isfinite(g)):
+        return math.inf
+    above = float(np.max(g - 1.0, initial=0.0))
+    support = theta > ZERO
+    on_support = float(np.abs(g[support] - 1.0).max()) if support.any() else 0.0
+    return max(above, on_support)
+
+
+def strictly_concave(lik: Likelihood) -> bool:
+    """004 Theorem (strict concavity), condition (iii): no nonzero w with sum(w) = 0 has G w = 0."""
+    h = _dense(lik)
+    k = h.shape[1]
+    basis = _sum_zero_basis(k)
+    projected = h @ basis  # G restricted to directions within the simplex
+    singular = np.linalg.svd(projected, compute_uv=False)
+    return bool(singular.size == k - 1 and singular[-1] > RANK_TOL * max(singular[0], 1e-300))
+
+
+def unique_mle(lik: Likelihood, theta: np.ndarray) -> bool:
+    """Whether the MLE theta is the only one.
+
+    All MLEs give the same report probabilities (log is strictly concave), so
+    the MLEs are the points theta + w of the simplex with G w = 0 and sum w = 0.
+    theta is unique iff no such w points into the simplex: none is >= 0 on the
+    values where theta is 0 (then theta + t w stays a distribution for small t).
+    """
+    from scipy.optimize import linprog
+
+    h = _dense(lik)
+    k = h.shape[1]
+    system = np.vstack([h / np.abs(h).max(axis=1, keepdims=True), np.ones((1, k))])
+    _, singular, vt = np.linalg.svd(system)
+    null = vt[int((singular > RANK_TOL * singular[0]).sum()) :].T  # (k, d) basis of directions w
+    if null.shape[1] == 0:
+        return True
+    zero = theta <= ZERO
+    if not zero.any():
+        return False  # an interior point with a free direction: both +w and -w stay inside
+    sub = null[zero]
+    if np.linalg.matrix_rank(sub) < null.shape[1]:
+        return False  # a free direction that leaves the zero coordinates at zero: both signs stay inside
+    # Otherwise look for w = null c with w >= 0 on the zeros and some positive: maximize their sum.
+    res = linprog(-sub.sum(axis=0), A_ub=-sub, b_ub=np.zeros(sub.shape[0]), bounds=[(-1, 1)] * null.shape[1], method="highs")
+    return not (res.status == 0 and -res.fun > 1e-9)
+
+
+def check_estimate(observations: Observations, theta: np.ndarray) -> EstimateReport:
+    """Strict concavity, KKT certificate and uniqueness for ``theta`` on ``observations``."""
+    lik = Likelihood.of(observations)
+    theta = np.asarray(theta, dtype=float)
+    violation = kkt_violation(lik, theta)
+    concave = strictly_concave(lik)
+    # Uniqueness is judged on the estimate's zero set, which needs an (almost) converged estimate.
+    unique = True if concave else (unique_mle(lik, theta) if violation < NEAR_MLE else None)
+    return EstimateReport(lik.loglik(theta), violation, concave, unique)
+
+
+def check_results(ds) -> list[dict]:  # noqa: ANN001  (an xarray.Dataset from ldpsim.run_scenario)
+    """check_estimate for every estimate of a results dataset.
+
+    Observations are not stored in results; they are regenerated from the
+    resolved scenario and its seed (every task is reproducible), and the
+    regenerated true values are compared with the stored ones first.
+    """
+    import json
+
+    from .errors import LdpsimError
+    from .runner import simulate, tasks
+    from .scenario import load_scenario
+
+    try:
+        doc = json.loads(ds.attrs["resolved_scenario"])
+        base_dir = ds.attrs.get("scenario_dir")
+    except (KeyError, ValueError):
+        raise LdpsimError("the results file has no resolved scenario", hint="give a file written by `ldpsim run`") from None
+    scenario = load_scenario(doc, base_dir=base_dir)
+    sweeps = [a.name for a in scenario.axes]
+    estimators = [str(e) for e in ds["estimator"].values]
+    rows = []
+    for task in tasks(scenario):
+        _, truth, observations = simulate(task)
+        at = {**dict(zip(sweeps, task.point.index)), "rep": task.rep}
+        stored = ds["truth"].isel(at).values.ravel()
+        if stored.shape != truth.shape or not np.allclose(stored, truth, rtol=0, atol=1e-12):
+            raise LdpsimError(
+                f"regenerating the reports of {at} gives other true values than the file holds",
+                hint="the results were made with other plugins or versions; rerun the scenario",
+            )
+        for e, label in enumerate(estimators):
+            report = check_estimate(observations, ds["estimate"].isel({**at, "estimator": e}).values.ravel())
+            rows.append({**{d: ds[d].values[i] for d, i in at.items()}, "estimator": label, "report": report})
+    return rows
+
+
+def _dense(lik: Likelihood) -> np.ndarray:
+    if isinstance(lik.H, np.ndarray):
+        return lik.H
+    return np.column_stack([lik.H @ e for e in np.eye(lik.H.shape[1])])
+
+
+def _sum_zero_basis(k: int) -> np.ndarray:
+    """An orthonormal (k, k-1) basis of {w : sum(w) = 0}."""
+    q, _ = np.linalg.qr(np.eye(k) - 1.0 / k)
+    return q[:, : k - 1]
+
+
+def rr_parameters(matrix: np.ndarray | None) -> tuple[float, float] | None:
+    """(p, q) if ``matrix`` is a randomized-response matrix: square, p on the diagonal, q > 0 elsewhere, p > q."""
+    if matrix is None or matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1] or matrix.shape[0] < 2:
+        return None
+    k = matrix.shape[0]
+    p, q = matrix[0, 0], matrix[0, 1]
+    off = ~np.eye(k, dtype=bool)
+    if p > q > 0 and np.allclose(np.diag(matrix), p, rtol=1e-12, atol=0) and np.allclose(matrix[off], q, rtol=1e-12, atol=0):
+        return float(p), float(q)
+    return None
+
+
+def _truncated_geometric(m: np.ndarray) -> float | None:
+    """alpha if m is the truncated geometric matrix of 001 eqs. (22-23) on consecutive values."""
+    k = m.shape[0]
+    if k < 3 or m[1, 1] <= 0:
+        return None
+    alpha = m[1, 2] / m[1, 1]
+    if not 0 < alpha < 1:
+        return None
+    z = np.arange(k)
+    c = np.where((z == 0) | (z == k - 1), 1.0, 1 - alpha) / (1 + alpha)
+    expected = c[None, :] * alpha ** np.abs(z[None, :] - z[:, None])
+    return float(alpha) if np.allclose(m, expected, rtol=1e-9, atol=1e-300) else None
+
+
+def _num(x: float) -> str:
+    return "inf" if math.isinf(x) else f"{x:.6g}"
