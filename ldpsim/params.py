@@ -81,6 +81,8 @@ class Param:
 
     def validate(self, value: Any) -> Any:
         """Coerce ``value`` to this parameter's kind, or raise ParameterError."""
+        if value is None and self.default is None:
+            return None  # explicitly "unset", as the default says
         errors = []
         for kind in self.kinds:
             try:

@@ -35,7 +35,8 @@ __all__ = [
 
 
 def check_mechanism(mech: Mechanism, *, samples: int = 20_000, seed: int = 0, alpha: float = 1e-4) -> None:
-    """All mechanism checks below, in order."""
+    """All mechanism checks below, in order (parameters are checked around ``mech``'s own values)."""
+    check_parameters(type(mech), mech.domain, mech.get_params())
     check_matrix(mech)
     check_likelihood(mech)
     check_deterministic(mech, seed=seed)
@@ -147,7 +148,8 @@ def check_privacy_claim(mech: Mechanism, *, seed: int = 0) -> None:
 
 
 def check_parameters(cls: type[Mechanism], domain: Domain, valid: dict[str, Any]) -> None:
-    """Valid parameters construct; unknown names, wrong types and out-of-range values raise ParameterError."""
+    """Valid parameters construct; unknown names, wrong types and out-of-range values raise a
+    ParameterError that names the parameter."""
     cls(domain, **valid)
     try:
         cls(domain, **valid, no_such_parameter=1)
@@ -156,7 +158,7 @@ def check_parameters(cls: type[Mechanism], domain: Domain, valid: dict[str, Any]
     else:
         raise AssertionError(f"{cls.__name__} accepted an unknown parameter")
     for name, param in cls.parameters().items():
-        bad_values = []
+        bad_values: list[Any] = [{"not": "a valid value"}]  # no parameter kind accepts a table
         if {"float", "int"} & set(param.kinds):
             bad_values.append("not a number")
             for bound, delta in ((param.gt, 0), (param.ge, -1), (param.lt, 0), (param.le, 1)):
