@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -61,7 +61,7 @@ def _setup() -> None:
 @app.command()
 def run(
     scenario: Annotated[Path, typer.Argument(help="scenario TOML file")],
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="results file; default <scenario>.nc")] = None,  # noqa: UP007
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="results file; default <scenario>.nc")] = None,
     set_: Annotated[
         list[str],
         typer.Option("--set", "-s", metavar="KEY=VALUE", help="override a field, e.g. users=1000 or cohorts.all.reports.0.eps=2"),
@@ -99,7 +99,7 @@ def run(
 
 @app.command("list")
 def list_plugins(
-    kind: Annotated[Optional[str], typer.Argument(help="mechanisms, estimators, datasets or metrics")] = None,  # noqa: UP007
+    kind: Annotated[str | None, typer.Argument(help="mechanisms, estimators, datasets or metrics")] = None,
 ) -> None:
     """List the installed mechanisms, estimators, datasets and metrics."""
     with user_errors():
@@ -146,7 +146,7 @@ def show(results: Annotated[Path, typer.Argument(help="results file written by `
 @app.command()
 def plot(
     results: Annotated[Path, typer.Argument(help="results file written by `ldpsim run`")],
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="image file (png, pdf, svg); default <results>.png")] = None,  # noqa: UP007
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="image file (png, pdf, svg); default <results>.png")] = None,
 ) -> None:
     """Plot the errors per sweep point and estimator, and the estimates beside the truth."""
     from .plotting import summary_figure
@@ -172,7 +172,7 @@ def check_mechanism_cmd(
     name: Annotated[str, typer.Argument(help="mechanism name (see `ldpsim list mechanisms`)")],
     domain: Annotated[str, typer.Option("--domain", "-d", help="integers:0..99[:step], grid:24x16[:cell] or categorical:a,b,c")],
     param: Annotated[list[str], typer.Option("--param", "-p", metavar="KEY=VALUE", help="a mechanism parameter, e.g. eps=1")] = [],  # noqa: B006
-    prior: Annotated[Optional[str], typer.Option(help="prior for the LIP level: comma-separated probabilities, or 'uniform'")] = None,  # noqa: UP007
+    prior: Annotated[str | None, typer.Option(help="prior for the LIP level: comma-separated probabilities, or 'uniform'")] = None,
     users: Annotated[int, typer.Option(min=0, help="users for the simulated INV error (0: skip)")] = 10_000,
 ) -> None:
     """Privacy levels, identifiability and INV error bounds of a mechanism."""

@@ -20,7 +20,7 @@ import os
 import platform
 import tempfile
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -125,7 +125,7 @@ def assemble(scenario: Scenario, results: Sequence[TaskResult], *, wall_seconds:
         "scenario_dir": str(scenario.base_dir),
         "overrides": json.dumps(list(scenario.overrides)),
         "resolved_scenario": scenario.resolved_json(),
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "python": platform.python_version(),
         "numpy": np.__version__,
         "wall_seconds": float(wall_seconds),

@@ -20,7 +20,7 @@ class CsvColumn(Dataset):
     replace = Param("bool", False, doc="draw users with replacement (allows more users than rows)")
 
     def _validate(self) -> None:
-        self._values  # read and check the file now, not in the middle of a run
+        _ = self._values  # read and check the file now, not in the middle of a run
 
     @cached_property
     def _values(self) -> np.ndarray:
