@@ -254,7 +254,7 @@ def summary_table(ds) -> Table:  # noqa: ANN001
         cells = [_fmt(row[d]) for d in sweeps] + [row["estimator"]]
         for m in metrics:
             mean, sd = row[m]
-            cells.append(f"{mean:.4g}" + ("" if sd != sd else f" ± {sd:.2g}"))
+            cells.append(f"{mean:.3g}" + ("" if sd != sd else f" ± {sd:.2g}"))
         cells += [f"{row['iterations']:.0f}", f"{row['seconds']:.3g}"]
         table.add_row(*cells)
     return table

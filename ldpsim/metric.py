@@ -7,13 +7,34 @@ from typing import ClassVar
 import numpy as np
 
 from .domains import Domain
+from .errors import ParameterError
 from .params import Configurable
 
 
 class Metric(Configurable):
-    """Base class of error metrics. Subclasses implement :meth:`_compute`."""
+    """Base class of error metrics. Subclasses implement :meth:`_compute`.
+
+    A metric meets its domain only when called, so :meth:`check_domain` lets a
+    scenario refuse an unsuitable one (say, a numeric statistic on categories)
+    before the run starts.
+    """
 
     kind: ClassVar[str] = "metric"
+    #: domain kinds the metric works on; None means any
+    domain_kinds: ClassVar[tuple[str, ...] | None] = None
+
+    def _check_domain(self, domain: Domain) -> None:
+        """Further checks of the domain against the parameters; raise ParameterError."""
+
+    def check_domain(self, domain: Domain) -> None:
+        """Raise ParameterError if the metric cannot score distributions over ``domain``."""
+        if self.domain_kinds is not None and domain.name not in self.domain_kinds:
+            raise ParameterError(
+                f"{self._label()} does not work on a {domain.name} domain",
+                field="domain",
+                hint=f"use it with a domain of kind {' or '.join(self.domain_kinds)}, or another metric",
+            )
+        self._check_domain(domain)
 
     def _compute(self, estimate: np.ndarray, truth: np.ndarray, domain: Domain) -> float:
         raise NotImplementedError
@@ -23,4 +44,5 @@ class Metric(Configurable):
         truth = np.asarray(truth, dtype=float)
         if estimate.shape != (domain.size,) or truth.shape != (domain.size,):
             raise ValueError(f"metric '{self.name}' needs two vectors of length {domain.size}")
+        self.check_domain(domain)
         return float(self._compute(estimate, truth, domain))

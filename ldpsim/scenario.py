@@ -456,6 +456,11 @@ class Builder:
             label: self._plugin("metric", spec, f"metrics.{label}", default_name=label)
             for label, spec in doc["metrics"].items()
         }
+        for label, metric in metrics.items():
+            try:
+                metric.check_domain(domain)
+            except LdpsimError as exc:
+                raise exc.at(f"metrics.{label}") from None
         return Setup(domain, dataset, users, cohorts, estimators, metrics)
 
     def _cohorts(self, spec: Any, domain: Domain, users: int, dataset: Dataset) -> list[Cohort]:

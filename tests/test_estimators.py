@@ -175,3 +175,25 @@ def test_ibu_on_the_likely_subset_finds_the_same_mle(rng, name, eps, values):
     assert full.distribution[~subset].max() < 1e-4  # IBU on all of X drives them towards 0
     assert restricted.loglik == pytest.approx(full.loglik, abs=1e-6)
     assert restricted.loglik >= full.loglik - 1e-9
+
+
+def test_per_plan_gibu_is_consistent_when_cohorts_differ():
+    # Cohorts drawn from different distributions and reporting through different mechanisms break
+    # 001's one-distribution model: its MLE stays biased as n grows; per-plan GIBU does not.
+    doc = {
+        "seed": 4,
+        "repetitions": 2,
+        "domain": {"kind": "integers", "low": 0, "high": 4},
+        "dataset": {"name": "uniform"},
+        "cohorts": {
+            "a": {"share": 0.5, "dataset": {"name": "pmf", "p": [0.6, 0.4, 0, 0, 0]}, "reports": [{"mechanism": "krr", "eps": 0.5}]},
+            "b": {"share": 0.5, "dataset": {"name": "pmf", "p": [0, 0, 0.2, 0.3, 0.5]}, "reports": [{"mechanism": "krr", "eps": 4.0}]},
+        },
+        "estimators": {"joint": {"name": "ibu", "tol": 1e-12}, "split": {"name": "ibu", "tol": 1e-12, "per_plan": True}},
+        "metrics": ["tv"],
+        "sweep": {"n": {"path": "users", "values": [20_000, 200_000]}},
+    }
+    err = ldpsim.run_scenario(doc)["error"].sel(metric="tv").mean("rep")
+    assert float(err.sel(estimator="split", n=200_000)) < 0.01
+    assert float(err.sel(estimator="joint", n=200_000)) > 3 * float(err.sel(estimator="split", n=200_000))
+    assert float(err.sel(estimator="joint", n=200_000)) > 0.5 * float(err.sel(estimator="joint", n=20_000))  # no decay

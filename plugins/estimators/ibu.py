@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from ldpsim import (
     DEFAULT_MAX_ITER,
     DEFAULT_TOL,
@@ -24,12 +26,33 @@ class IBU(Estimator):
     max_iter = Param("int", DEFAULT_MAX_ITER, ge=0, doc="stop after this many updates (converged = false)")
     start = Param("distribution", None, doc="full-support starting distribution (default uniform)")
     likely = Param("bool", True, doc="estimate on the mechanism's likely subset of values (004 Sec. 8), zero elsewhere")
+    per_plan = Param(
+        "bool",
+        False,
+        doc="one GIBU per report plan, mixed by their users (cohorts drawn from different distributions); "
+        "false: one distribution for everyone, 001's model",
+    )
 
     def _validate(self) -> None:
         if self.start is not None:
             check_start(self.start, self.start.size)  # a zero would exclude that value forever
 
     def _estimate(self, observations: Observations) -> Estimate:
+        if not self.per_plan or len(observations.groups) < 2:
+            return self._gibu(observations)
+        # 001's model has every user drawn from one distribution; when cohorts differ (their own
+        # datasets, local priors) that model is wrong and its MLE is biased however many users
+        # report. Each plan's users are one cohort's sample: estimate each, weight by size.
+        parts = [(g.n, self._gibu(Observations(observations.domain, [g]))) for g in observations.groups]
+        theta = sum(n * part.distribution for n, part in parts) / observations.n
+        return Estimate(
+            theta,
+            iterations=max(part.iterations for _, part in parts),
+            loglik=math.nan,  # the pooled model's L(theta) is filled in by Estimator.estimate
+            converged=all(part.converged for _, part in parts),
+        )
+
+    def _gibu(self, observations: Observations) -> Estimate:
         support = observations.likely_subset() if self.likely else None
         likelihood = Likelihood.of(observations, support)
         start = self.start
