@@ -11,7 +11,7 @@ from importlib.metadata import PackageNotFoundError, version
 from .dataset import Dataset
 from .diagnostics import check_estimate, check_mechanism, rr_parameters
 from .domains import Categorical, Domain, Grid, Integers, OnDomain, make_domain, parse_domain
-from .engine import DEFAULT_MAX_ITER, DEFAULT_TOL, EMResult, Likelihood, check_start, gibu
+from .engine import DEFAULT_MAX_ITER, DEFAULT_TOL, EMResult, Likelihood, check_start, gibu, rank_one_plus_sparse
 from .errors import (
     DataError,
     EstimationError,
@@ -79,6 +79,7 @@ __all__ = [
     "plan_matrix",
     "parse_domain",
     "project_simplex",
+    "rank_one_plus_sparse",
     "rr_parameters",
     "run_scenario",
     "unbiased_estimate",

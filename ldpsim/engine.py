@@ -63,7 +63,7 @@ class Likelihood:
         self.shift = shift
         self.counts = np.concatenate([g.counts for g in groups]).astype(float)
         self.n = float(self.counts.sum())
-        self._constant = float(self.counts @ shift)
+        self._constant = _dot(self.counts, shift)
 
     def expand(self, theta: np.ndarray) -> np.ndarray:
         """theta over the whole domain (zeros outside the support)."""
@@ -77,6 +77,8 @@ class Likelihood:
     def of(cls, observations: Observations, support: np.ndarray | None = None) -> Likelihood:
         """The (cached) likelihood of ``observations``, optionally on a support."""
         cache = observations.__dict__.setdefault("_likelihoods", {})
+        if support is not None and np.all(support):
+            support = None  # the whole domain: share the unrestricted likelihood
         key = None if support is None else np.asarray(support, dtype=bool).tobytes()
         if key not in cache:
             cache[key] = cls(observations, support)
@@ -90,7 +92,7 @@ class Likelihood:
     def loglik(self, theta: np.ndarray) -> float:
         """L(theta); ``-inf`` if some observed report has probability 0 under theta."""
         with np.errstate(divide="ignore"):
-            return float(self.counts @ np.log(self.H @ theta)) + self._constant
+            return _dot(self.counts, np.log(self.H @ theta)) + self._constant
 
     def gradient(self, theta: np.ndarray) -> np.ndarray:
         """dL/dtheta_x = sum_d c_d G[d, x] / (G theta)_d (rescaling cancels)."""
@@ -105,7 +107,7 @@ class Likelihood:
         """One GIBU update; returns (theta_next, L(theta)) from a single pass over G."""
         p = self.H @ theta
         with np.errstate(divide="ignore"):
-            loglik = float(self.counts @ np.log(p)) + self._constant
+            loglik = _dot(self.counts, np.log(p)) + self._constant
         with np.errstate(divide="ignore", invalid="ignore"):
             nxt = theta * (self.H.T @ (self.counts / p)) / self.n
         return nxt, loglik
@@ -182,6 +184,40 @@ def gibu(
         )
     theta = theta / theta.sum()
     return EMResult(theta, loglik, iterations, converged, np.array(history) if trace else None)
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> float:
+    """sum(a * b) without BLAS: its threaded 1-D dot stalls when other processes load the cores."""
+    return float(np.einsum("d,d->", a, b))
+
+
+def rank_one_plus_sparse(support, r: float):  # noqa: ANN001  (a scipy.sparse CSR matrix)
+    """H = r 1 1^T + (1 - r) S as a scipy LinearOperator: H[d, x] = 1 where S[d, x] = 1, else r.
+
+    The likelihood of a report that only says "x is in this set" (unary encodings, local
+    hashing) has this shape, up to a per-report factor: mechanisms return it from
+    ``_likelihood_operator`` so GIBU never forms a dense (reports x values) array.
+    """
+    from scipy.sparse.linalg import LinearOperator
+
+    one_minus_r = -math.expm1(math.log(r))  # no cancellation for r close to 1 (small eps)
+    support_t = support.T  # a CSC view, no copy
+
+    def matvec(theta: np.ndarray) -> np.ndarray:
+        theta = np.ravel(theta)
+        return r * theta.sum() + one_minus_r * (support @ theta)
+
+    def rmatvec(w: np.ndarray) -> np.ndarray:
+        w = np.ravel(w)
+        return r * w.sum() + one_minus_r * (support_t @ w)
+
+    def matmat(m: np.ndarray) -> np.ndarray:
+        return r * m.sum(axis=0, keepdims=True) + one_minus_r * (support @ m)
+
+    def rmatmat(m: np.ndarray) -> np.ndarray:
+        return r * m.sum(axis=0, keepdims=True) + one_minus_r * (support_t @ m)
+
+    return LinearOperator(support.shape, matvec=matvec, rmatvec=rmatvec, matmat=matmat, rmatmat=rmatmat, dtype=float)
 
 
 def _block(group: ReportGroup) -> tuple[np.ndarray, object]:

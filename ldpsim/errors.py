@@ -65,3 +65,8 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     if best is not None:
         return f"did you mean '{best}'?"
     return "choose one of: " + ", ".join(candidates)
+
+
+def a_or_an(word: str) -> str:
+    """``word`` with its indefinite article: "an integers", "a grid"."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"

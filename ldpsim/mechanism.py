@@ -36,8 +36,8 @@ class Mechanism(OnDomain):
     """Base class of mechanisms. Subclasses set ``name`` and a one-line docstring."""
 
     kind: ClassVar[str] = "mechanism"
-    #: integers per report
-    report_width: ClassVar[int] = 1
+    #: integers per report (an instance may set its own, e.g. in _validate, when it depends on the domain)
+    report_width: int = 1
     #: True if the declared privacy level is exactly the one the matrix has; False for
     #: mechanisms that post-process a guarantee (e.g. remapping continuous noise to the
     #: domain), whose matrix may be more private than declared

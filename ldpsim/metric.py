@@ -7,7 +7,7 @@ from typing import ClassVar
 import numpy as np
 
 from .domains import Domain
-from .errors import ParameterError
+from .errors import ParameterError, a_or_an
 from .params import Configurable
 
 
@@ -30,7 +30,7 @@ class Metric(Configurable):
         """Raise ParameterError if the metric cannot score distributions over ``domain``."""
         if self.domain_kinds is not None and domain.name not in self.domain_kinds:
             raise ParameterError(
-                f"{self._label()} does not work on a {domain.name} domain",
+                f"{self._label()} does not work on {a_or_an(domain.name)} domain",
                 field="domain",
                 hint=f"use it with a domain of kind {' or '.join(self.domain_kinds)}, or another metric",
             )

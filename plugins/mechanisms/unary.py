@@ -1,1 +1,243 @@
-"""(being written)"""
+"""Unary encoding frequency oracles: basic one-time RAPPOR and optimized unary encoding (OUE).
+
+A value x of a domain of k values is encoded as the one-hot bit vector e_x of
+length k; each bit is reported as 1 with probability p if it is 1 and q if it
+is 0, independently. The report is the noisy bit vector beta.
+
+Likelihood of a whole report (what makes GIBU the true MLE; 004 Lemma in Sec. 4.4
+for RAPPOR)::
+
+    log P(beta | x) = sum_j [beta_j log q + (1 - beta_j) log(1 - q)]
+                      + beta_x log(p/q) + (1 - beta_x) log((1-p)/(1-q))
+
+so, with ``shift = sum_j [...] + log(p/q)`` and ``r = ((1-p)/(1-q)) / (p/q)``,
+``P(beta | x) = exp(shift) * (r + (1 - r) beta_x)``. Both mechanisms here have
+r = e^-eps exactly (their LDP level is tight).
+
+Report encoding: the k bits are packed into ``ceil(k / 62)`` int64 words; bit j
+of the vector is bit ``j mod 62`` (value ``2**(j mod 62)``) of word ``j // 62``.
+62 rather than 63 bits keep every word below 2^62, so the row-packing in
+``Observations`` (which forms ``max - min + 1`` per column) cannot overflow.
+For k <= 62 a report is the single integer ``sum_j beta_j 2^j``, which is also
+the column of the (k, 2^k) matrix offered for k <= 16.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.linalg import LinearOperator
+
+from ldpsim import EstimationError, Mechanism, Param, Privacy, hookimpl, rank_one_plus_sparse
+
+#: bits per int64 word of a report
+WORD_BITS = 62
+#: largest k for which the (k, 2^k) matrix is formed
+MAX_MATRIX_BITS = 16
+#: elements per temporary (chunk of users x k) in sampling and unpacking: ~16 MB of float64
+CHUNK_ELEMENTS = 1 << 21
+
+
+class UnaryEncoding(Mechanism):
+    """Unary encoding with bit probabilities p (true bit 1) and q (true bit 0); subclasses set them."""
+
+    # e^-eps must stay a normal float: the likelihood operator's smaller factor is exactly e^-eps
+    eps = Param("float", gt=0, le=700, doc="privacy level: the mechanism is eps-LDP")
+
+    def _validate(self) -> None:
+        # An instance attribute shadows the class default: the width depends on the domain.
+        self.report_width = -(-self.domain.size // WORD_BITS)
+
+    # --------------------------------------------------------- bit probabilities
+    def _logs(self) -> tuple[float, float, float, float]:
+        """(log p, log(1-p), log q, log(1-q)), computed without cancellation."""
+        raise NotImplementedError
+
+    @property
+    def p(self) -> float:
+        return math.exp(self._logs()[0])
+
+    @property
+    def q(self) -> float:
+        return math.exp(self._logs()[2])
+
+    @property
+    def _p_minus_q(self) -> float:
+        """p - q in closed form (subtracting two floats cancels for small eps)."""
+        raise NotImplementedError
+
+    @property
+    def _log_ratios(self) -> tuple[float, float]:
+        """(log(p/q), log((1-p)/(1-q))): the per-value factor when beta_x is 1, resp. 0."""
+        lp, l1p, lq, l1q = self._logs()
+        return lp - lq, l1p - l1q
+
+    @property
+    def privacy(self) -> Privacy:
+        # P(beta|x)/P(beta|x') is largest for beta_x = 1, beta_x' = 0: (p/q) ((1-q)/(1-p)) = e^eps for both.
+        return Privacy("ldp", self.eps)
+
+    # ----------------------------------------------------------- bit packing
+    def _pack(self, bits: np.ndarray) -> np.ndarray:
+        """(m, k) bool -> (m, report_width) int64 words (WORD_BITS bits each, little-endian)."""
+        m, k = bits.shape
+        w = self.report_width
+        words = np.zeros((m, w * WORD_BITS), dtype=bool)
+        words[:, :k] = bits
+        padded = np.zeros((m, w, 64), dtype=bool)  # the top 2 bits of each word stay 0
+        padded[:, :, :WORD_BITS] = words.reshape(m, w, WORD_BITS)
+        return np.packbits(padded, axis=-1, bitorder="little").view("<i8").reshape(m, w).astype(np.int64)
+
+    def _unpack(self, words: np.ndarray) -> np.ndarray:
+        """(m, report_width) int64 words -> (m, k) bool."""
+        m = words.shape[0]
+        raw = np.ascontiguousarray(words, dtype="<i8").view(np.uint8).reshape(m, self.report_width, 8)
+        bits = np.unpackbits(raw, axis=-1, bitorder="little")[:, :, :WORD_BITS]
+        return bits.reshape(m, -1)[:, : self.domain.size].astype(bool)
+
+    def _chunk_rows(self) -> int:
+        return max(1, CHUNK_ELEMENTS // self.domain.size)
+
+    def _bit_chunks(self, reports: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
+        """(rows, bits) for bounded chunks of checked reports."""
+        step = self._chunk_rows()
+        for start in range(0, reports.shape[0], step):
+            rows = slice(start, min(start + step, reports.shape[0]))
+            yield rows, self._unpack(reports[rows])
+
+    def _checked(self, reports: np.ndarray) -> np.ndarray:
+        """The reports, or EstimationError if one is not a bit vector of length k."""
+        k = self.domain.size
+        top = k - WORD_BITS * (self.report_width - 1)  # bits used in the last word
+        bad = np.any((reports < 0) | (reports >= 1 << WORD_BITS), axis=1) | ((reports[:, -1] >> top) != 0)
+        if bad.any():
+            report = tuple(int(v) for v in reports[np.argmax(bad)])
+            raise EstimationError(
+                f"report {report} is not an output of {self!r} (a {k}-bit vector packed {WORD_BITS} bits per word)",
+                hint="check that the reports were produced by this mechanism",
+            )
+        return reports
+
+    # ------------------------------------------------------------- contract
+    def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        k = self.domain.size
+        p, q = self.p, self.q
+        out = np.empty((values.shape[0], self.report_width), dtype=np.int64)
+        step = self._chunk_rows()
+        for start in range(0, values.shape[0], step):
+            x = values[start : start + step]
+            u = rng.random((x.shape[0], k))  # k uniforms per user: bit j is 1 iff u_j < P(bit j = 1)
+            bits = u < q
+            rows = np.arange(x.shape[0])
+            bits[rows, x] = u[rows, x] < p
+            out[start : start + x.shape[0]] = self._pack(bits)
+        return out
+
+    def _shift(self, ones: np.ndarray) -> np.ndarray:
+        """log P(beta | x) for an x with beta_x = 1, from the number of set bits S(beta)."""
+        lp, _, lq, l1q = self._logs()
+        k = self.domain.size
+        return ones * lq + (k - ones) * l1q + (lp - lq)
+
+    def _log_likelihood(self, reports: np.ndarray) -> np.ndarray:
+        reports = self._checked(reports)
+        log_one, log_zero = self._log_ratios
+        _, _, lq, l1q = self._logs()
+        k = self.domain.size
+        out = np.empty((reports.shape[0], k))
+        for rows, bits in self._bit_chunks(reports):
+            ones = bits.sum(axis=1)
+            base = ones * lq + (k - ones) * l1q
+            out[rows] = base[:, None] + np.where(bits, log_one, log_zero)
+        return out
+
+    def _bit_matrix(self, reports: np.ndarray) -> csr_matrix:
+        """The (D, k) 0/1 matrix B[d, x] = beta^d_x, sparse, built in bounded chunks."""
+        indices, lengths = [], []
+        for _, bits in self._bit_chunks(reports):
+            lengths.append(bits.sum(axis=1))
+            indices.append(np.nonzero(bits)[1].astype(np.int32))  # row-major: sorted by row, then column
+        indptr = np.concatenate([[0], np.cumsum(np.concatenate(lengths))]) if lengths else np.zeros(1, np.int64)
+        idx = np.concatenate(indices) if indices else np.zeros(0, np.int32)
+        return csr_matrix((np.ones(idx.size), idx, indptr), shape=(reports.shape[0], self.domain.size))
+
+    def _likelihood_operator(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
+        reports = self._checked(reports)
+        bits = self._bit_matrix(reports)
+        log_one, log_zero = self._log_ratios
+        shift = self._shift(np.diff(bits.indptr))
+        return shift, rank_one_plus_sparse(bits, math.exp(log_zero - log_one))
+
+    def _unbiased_estimate(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        # Kairouz, Bonawitz & Ramage (ICML 2016) / Wang et al. (2017): E[C_x / n] = q + (p - q) theta_x.
+        reports = self._checked(reports)
+        counts = np.asarray(counts, dtype=float)
+        ones = np.zeros(self.domain.size)
+        for rows, bits in self._bit_chunks(reports):
+            # einsum, not @: a BLAS call on long vectors spins threads and crawls on a busy machine
+            ones += np.einsum("d,dx->x", counts[rows], bits)
+        return (ones / counts.sum() - self.q) / self._p_minus_q
+
+    def _likely_subset(self, reports: np.ndarray) -> np.ndarray | None:
+        # 004 Def. 2: p > q, so P(beta|x) is larger when beta_x = 1. A value whose bit is 0 in every
+        # report has P(beta^i|x') = c_i (1-p)/(1-q) <= P(beta^i|x) for every x, strictly on any report
+        # with beta_x = 1: it is dominated by any value whose bit is set somewhere.
+        reports = self._checked(reports)
+        if reports.shape[0] == 0:
+            return None
+        mask = self._unpack(np.bitwise_or.reduce(reports, axis=0)[None, :])[0]
+        return mask if mask.any() else None
+
+    def _matrix(self) -> np.ndarray | None:
+        k = self.domain.size
+        if k > MAX_MATRIX_BITS:
+            return None
+        log_m = self._log_likelihood(np.arange(1 << k, dtype=np.int64)[:, None])
+        if log_m.min() < -700:  # entries would underflow and fake an infinite LDP level
+            return None
+        return np.exp(log_m).T
+
+    def output_labels(self) -> list[str] | None:
+        """Bit strings beta_0 beta_1 ... beta_{k-1} for the columns of the matrix."""
+        if self.matrix is None:
+            return None
+        k = self.domain.size
+        return ["".join("1" if z >> j & 1 else "0" for j in range(k)) for z in range(1 << k)]
+
+
+class Rappor(UnaryEncoding):
+    """Basic one-time RAPPOR (Erlingsson et al. 2014; 001 Sec. IX-E): one-hot bits, each kept w.p. 1/(1+e^(-eps/2))."""
+
+    name = "rappor"
+
+    def _logs(self) -> tuple[float, float, float, float]:
+        half = self.eps / 2
+        keep, flip = -np.logaddexp(0.0, -half), -np.logaddexp(0.0, half)
+        return float(keep), float(flip), float(flip), float(keep)  # q = 1 - p
+
+    @property
+    def _p_minus_q(self) -> float:
+        return math.tanh(self.eps / 4)  # (e^(eps/2) - 1) / (e^(eps/2) + 1)
+
+
+class OptimizedUnaryEncoding(UnaryEncoding):
+    """OUE, optimized unary encoding (Wang, Blocki, Li & Jha 2017): a 1 kept w.p. 1/2, a 0 flipped w.p. 1/(e^eps+1)."""
+
+    name = "oue"
+
+    def _logs(self) -> tuple[float, float, float, float]:
+        half = -math.log(2.0)
+        return half, half, float(-np.logaddexp(0.0, self.eps)), float(-np.logaddexp(0.0, -self.eps))
+
+    @property
+    def _p_minus_q(self) -> float:
+        return math.tanh(self.eps / 2) / 2  # 1/2 - 1/(e^eps + 1)
+
+
+@hookimpl
+def register_mechanisms(register):
+    register(Rappor)
+    register(OptimizedUnaryEncoding)
