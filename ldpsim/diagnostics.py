@@ -60,6 +60,7 @@ class MechanismReport:
     geo_eps: float
     lip_eps: float | None
     outputs: int | None
+    size: int  # |X|
     rank: int
     condition: float
     identifiable: bool
@@ -83,7 +84,8 @@ class MechanismReport:
         outs = "unbounded outputs" if self.outputs is None else f"{self.outputs} outputs"
         ident = "identifies the distribution" if self.identifiable else "does NOT identify the distribution"
         out.append(
-            f"identity    rank {self.rank} of {outs}, condition number {_num(self.condition)}: {ident} (004 Thm. 6.1)"
+            f"identity    rank {self.rank} for |X| = {self.size} values and {outs}, condition number "
+            f"{_num(self.condition)}: {ident} (004 Thm. 6.1)"
         )
         if self.consistent:
             out.append("consistency IBU's estimate converges to the true distribution as n grows (004 Sec. 6)")
@@ -137,6 +139,7 @@ def check_mechanism(
         geo_eps=geo_level(log_p, mech.domain.distances),
         lip_eps=lip,
         outputs=mech.output_size,
+        size=k,
         rank=rank,
         condition=condition,
         identifiable=rank == k,

@@ -145,7 +145,7 @@ def test_check_mechanism_prints_the_theory():
     assert result.exit_code == 0, result.stderr
     out = result.stdout
     assert "LDP         eps = 1:" in out
-    assert "rank 10 of 10 outputs" in out and "identifies the distribution" in out
+    assert "rank 10 for |X| = 10 values and 10 outputs" in out and "identifies the distribution" in out
     assert "upper bound 46.51/n (004 Prop. 7.6, k-RR)" in out and ": holds" in out
     assert "LIP         eps = 0.84" in out
 
