@@ -155,11 +155,18 @@ def save_results(ds: xr.Dataset, path: str | os.PathLike) -> Path:
     os.close(fd)
     try:
         ds.to_netcdf(tmp, engine=ENGINE)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; give it the mode a new file gets
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def open_results(path: str | os.PathLike) -> xr.Dataset:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -33,6 +35,9 @@ def test_grid_results_have_row_and_col(tmp_path):
     assert bool(ds["converged"].sel(estimator="slow").any()) is False
     assert (ds["iterations"].sel(estimator="slow") == 3).all()
     path = save_results(ds, tmp_path / "g.nc")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~mask  # like any new file, not mkstemp's private 0600
     back = open_results(path)
     xr.testing.assert_identical(back.drop_attrs(), ds.drop_attrs())
     assert back.attrs["domain"] == '{"kind": "grid", "rows": 3, "cols": 4, "cell": 0.5}'
