@@ -65,9 +65,9 @@ def main() -> None:
             peers = run_peers(values, reports[:, 0], k, eps, args)
         row(f"{name} eps={eps}: simulate {n} reports", t_sim, peers.get("simulate", ()))
         row(f"{name} eps={eps}: aggregate and estimate by inversion", t_inv, peers.get("aggregate", ()))
-        row(f"{name} eps={eps}: IBU to default tol ({result.iterations} it.)", t_ibu)
+        row(f"{name} eps={eps}: IBU to default delta ({result.iterations} it.)", t_ibu)
         row(f"{name} eps={eps}: IBU, {args.iterations} iterations", t_fixed, peers.get("ibu", ()))
-        row(f"{name} eps={eps}: simulate + aggregate + IBU to tol", t_sim + t_agg + t_ibu)
+        row(f"{name} eps={eps}: simulate + aggregate + IBU to delta", t_sim + t_agg + t_ibu)
         if peers.get("ibu_theta") is not None:
             diff = np.abs(peers["ibu_theta"] - fixed.theta).max()
             print(f"{'':8s}multi-freq-ldpy's IBU after {args.iterations} iterations differs from ldpsim's by at most {diff:.1e}")

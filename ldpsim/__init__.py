@@ -11,7 +11,7 @@ from importlib.metadata import PackageNotFoundError, version
 from .dataset import Dataset
 from .diagnostics import check_estimate, check_mechanism, rr_parameters
 from .domains import Categorical, Domain, Grid, Integers, OnDomain, make_domain, parse_domain
-from .engine import DEFAULT_MAX_ITER, DEFAULT_TOL, EMResult, Likelihood, check_start, gibu, rank_one_plus_sparse
+from .engine import DEFAULT_DELTA, DEFAULT_MAX_ITER, EMResult, Likelihood, check_start, gibu, rank_one_plus_sparse
 from .errors import (
     DataError,
     EstimationError,
@@ -37,8 +37,8 @@ except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0+unknown"
 
 __all__ = [
+    "DEFAULT_DELTA",
     "DEFAULT_MAX_ITER",
-    "DEFAULT_TOL",
     "ROW_SUM_TOL",
     "Categorical",
     "Configurable",

@@ -23,8 +23,8 @@ import numpy as np
 from .errors import EstimationError, ParameterError
 from .observations import Observations, ReportGroup
 
-#: default per-user tolerance: GIBU stops when |L(t) - L(t-1)| < DEFAULT_TOL * n
-DEFAULT_TOL = 1e-8
+#: default stopping threshold: GIBU stops when |L(t) - L(t-1)| < DEFAULT_DELTA (nats), whatever n is
+DEFAULT_DELTA = 0.01
 #: default cap on GIBU iterations
 DEFAULT_MAX_ITER = 10_000
 
@@ -151,15 +151,19 @@ def gibu(
 ) -> EMResult:
     """Run GIBU until |L(t) - L(t-1)| < delta or ``max_iter`` updates.
 
-    ``delta`` defaults to ``DEFAULT_TOL * n``: L is a sum over the n users, so
-    its increments grow with n and a fixed per-user tolerance keeps the
-    stopping point comparable across population sizes. The returned theta is
-    the last iterate whose log-likelihood is known, so ``loglik`` is exactly
-    L(theta).
+    ``delta`` is in nats of the whole log-likelihood and defaults to
+    :data:`DEFAULT_DELTA` = 0.01 for every n. L is a sum over the users, but
+    the statistically meaningful differences of L are not: two distributions
+    whose log-likelihoods differ by a fraction of a nat are equally supported
+    by the data, whether there are 10^3 or 10^6 users. A per-user threshold
+    (delta proportional to n) would chase such differences for longer the
+    fewer users there are, and for strongly smoothing mechanisms the MLE they
+    lead to overfits the noise. The returned theta is the last iterate whose
+    log-likelihood is known, so ``loglik`` is exactly L(theta).
     """
     theta = check_start(start, likelihood.size)
     if delta is None:
-        delta = DEFAULT_TOL * likelihood.n
+        delta = DEFAULT_DELTA
     if not delta > 0:
         raise ParameterError(f"must be > 0, got {delta}", field="delta", hint="use a positive tolerance")
     history = []

@@ -169,7 +169,7 @@ def test_check_mechanism_bad_input(args, message):
 def test_check_estimate_regenerates_the_reports(tmp_path):
     out = tmp_path / "q.nc"
     ldpsim.results.save_results(
-        ldpsim.run_scenario(QUICKSTART, users=3000, repetitions=2, set=['estimators={ibu = {tol = 1e-13, max_iter = 100000}, inv-p = {}}']),
+        ldpsim.run_scenario(QUICKSTART, users=3000, repetitions=2, set=['estimators={ibu = {delta = 1e-9, max_iter = 100000}, inv-p = {}}']),
         out,
     )
     result = runner.invoke(app, ["check", "estimate", str(out)])

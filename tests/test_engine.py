@@ -11,6 +11,7 @@ from helpers import make, matrix_mechanism, observe
 from hypothesis import given
 from hypothesis import strategies as st
 
+import ldpsim
 from ldpsim import EstimationError, Integers, Likelihood, Observations, ParameterError, gibu
 
 # 001 eq. (7): a singular mechanism, and eq. (8): 3-RR with eps = log 2.
@@ -158,16 +159,19 @@ class TestEngine:
         assert steps[-1] < 1e-6 and np.all(steps[:-1] >= 1e-6)
         assert len(result.trace) == result.iterations + 1
 
-    def test_default_delta_scales_with_the_number_of_users(self):
+    def test_default_delta_is_absolute_so_more_users_get_closer_to_the_mle(self):
         domain = Integers(low=0, high=9)
         geo = make("mechanism", "geometric", domain, eps=0.3)
         counts = np.arange(1, 11)
         small = Likelihood(Observations.from_counts(domain, geo, np.arange(10), counts))
         large = Likelihood(Observations.from_counts(domain, geo, np.arange(10), counts * 1000))
-        # Same empirical distribution: L scales by 1000, so a per-user tolerance stops at the same theta.
-        a, b = gibu(small), gibu(large)
-        assert a.iterations == b.iterations
-        np.testing.assert_allclose(a.theta, b.theta, rtol=1e-9)
+        # Same empirical distribution, so the same MLE; L scales by 1000 and with the default
+        # delta = 0.01 nats the larger population is followed further towards it.
+        a, b = gibu(small, trace=True), gibu(large, trace=True)
+        assert a.iterations < b.iterations
+        assert abs(a.trace[-1] - a.trace[-2]) < ldpsim.DEFAULT_DELTA <= abs(a.trace[-2] - a.trace[-3])
+        mle = gibu(large, delta=1e-9, max_iter=100_000).theta
+        assert np.abs(b.theta - mle).sum() < np.abs(a.theta - mle).sum()
 
     def test_a_start_with_a_zero_is_refused(self):
         lik = Likelihood(observe(matrix_mechanism(A8), [0, 1, 2]))

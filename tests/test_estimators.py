@@ -136,7 +136,7 @@ def test_inv_explains_why_it_cannot_run_without_a_matrix(name, rng):
 def test_every_estimate_carries_its_loglik(rng):
     _, obs = krr_observations(rng, n=2000)
     results = {name: make("estimator", name).estimate(obs) for name in ("inv-n", "inv-p")}
-    results["ibu"] = make("estimator", "ibu", tol=1e-14, max_iter=100_000).estimate(obs)
+    results["ibu"] = make("estimator", "ibu", delta=1e-11, max_iter=100_000).estimate(obs)
     assert all(np.isfinite(r.loglik) for r in results.values())
     # Run to convergence, IBU maximizes the likelihood: no other estimate explains the reports better.
     assert results["ibu"].loglik >= max(results["inv-n"].loglik, results["inv-p"].loglik) - 1e-9
@@ -156,7 +156,7 @@ def test_ibu_start_parameter():
 
 def test_ibu_reports_non_convergence(rng):
     _, obs = krr_observations(rng, n=2000)
-    est = make("estimator", "ibu", max_iter=2, tol=1e-15).estimate(obs)
+    est = make("estimator", "ibu", max_iter=2, delta=1e-12).estimate(obs)
     assert est.iterations == 2 and not est.converged
 
 
@@ -168,7 +168,7 @@ def test_ibu_on_the_likely_subset_finds_the_same_mle(rng, name, eps, values):
     obs = Observations.from_reports(domain, [(mech, mech.sample(rng.choice(values, 60), rng))])
     subset = obs.likely_subset()
     assert subset.sum() < 20
-    tight = {"tol": 1e-15, "max_iter": 200_000}
+    tight = {"delta": 1e-13, "max_iter": 200_000}
     restricted = make("estimator", "ibu", **tight).estimate(obs)
     full = make("estimator", "ibu", likely=False, **tight).estimate(obs)
     assert np.all(restricted.distribution[~subset] == 0)
@@ -189,7 +189,7 @@ def test_per_plan_gibu_is_consistent_when_cohorts_differ():
             "a": {"share": 0.5, "dataset": {"name": "pmf", "p": [0.6, 0.4, 0, 0, 0]}, "reports": [{"mechanism": "krr", "eps": 0.5}]},
             "b": {"share": 0.5, "dataset": {"name": "pmf", "p": [0, 0, 0.2, 0.3, 0.5]}, "reports": [{"mechanism": "krr", "eps": 4.0}]},
         },
-        "estimators": {"joint": {"name": "ibu", "tol": 1e-12}, "split": {"name": "ibu", "tol": 1e-12, "per_plan": True}},
+        "estimators": {"joint": {"name": "ibu", "delta": 1e-7}, "split": {"name": "ibu", "delta": 1e-7, "per_plan": True}},
         "metrics": ["tv"],
         "sweep": {"n": {"path": "users", "values": [20_000, 200_000]}},
     }

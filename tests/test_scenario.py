@@ -123,12 +123,12 @@ def test_defaults_and_generated_seed():
 
 
 def test_overrides_reach_any_field():
-    loaded = load_scenario(scenario(), ["users=500", "cohorts.all.reports.0.eps=2.5", "estimators.ibu.tol=1e-6", "description=hello world"])
+    loaded = load_scenario(scenario(), ["users=500", "cohorts.all.reports.0.eps=2.5", "estimators.ibu.delta=0.001", "description=hello world"])
     assert loaded.document["users"] == 500
     assert loaded.document["cohorts"]["all"]["reports"][0]["eps"] == 2.5
-    assert loaded.document["estimators"]["ibu"] == {"tol": 1e-6}
+    assert loaded.document["estimators"]["ibu"] == {"delta": 0.001}
     assert loaded.document["description"] == "hello world"
-    assert loaded.overrides == ('users=500', 'cohorts.all.reports.0.eps=2.5', 'estimators.ibu.tol=1e-06', 'description="hello world"')
+    assert loaded.overrides == ('users=500', 'cohorts.all.reports.0.eps=2.5', 'estimators.ibu.delta=0.001', 'description="hello world"')
     with pytest.raises(LdpsimError, match="'cohorts.al.reports.0.eps' does not exist: no field 'al'; did you mean 'all'"):
         load_scenario(scenario(), ["cohorts.al.reports.0.eps=2"])
     with pytest.raises(LdpsimError, match="--set: override 'users' is not KEY=VALUE"):

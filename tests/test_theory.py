@@ -17,7 +17,7 @@ from ldpsim.diagnostics import inv_mse, kkt_violation, strictly_concave, unique_
 M4 = [[0.10, 0.45, 0.45], [0.45, 0.10, 0.45], [0.45, 0.45, 0.10]]  # 004 eq. (4)
 M12 = [[0.45, 0.10, 0.45], [0.05, 0.90, 0.05], [0.45, 0.10, 0.45]]  # 004 eq. (12)
 A7 = [[1 / 2, 1 / 3, 1 / 6], [1 / 3, 1 / 3, 1 / 3], [1 / 6, 1 / 3, 1 / 2]]  # 001 eq. (7)
-TIGHT = {"tol": 1e-15, "max_iter": 200_000}
+TIGHT = {"delta": 1e-12, "max_iter": 200_000}
 
 
 class TestStrictConcavity004:

@@ -213,8 +213,8 @@ def test_ibu_on_the_likely_subset_is_the_mle_on_the_domain(rng):
     obs = observe(mech, rng.integers(0, 5, 60), rng)
     support = obs.likely_subset()
     assert support is not None and 5 <= support.sum() < 40
-    on_subset = make("estimator", "ibu", tol=1e-12).estimate(obs)
-    on_domain = make("estimator", "ibu", tol=1e-12, likely=False).estimate(obs)
+    on_subset = make("estimator", "ibu", delta=1e-9).estimate(obs)
+    on_domain = make("estimator", "ibu", delta=1e-9, likely=False).estimate(obs)
     assert on_subset.loglik >= on_domain.loglik - 1e-9 * obs.n
     assert 0.5 * np.abs(on_subset.distribution - on_domain.distribution).sum() < 1e-3
     assert np.all(on_subset.distribution[~support] == 0)

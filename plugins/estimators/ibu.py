@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 from ldpsim import (
+    DEFAULT_DELTA,
     DEFAULT_MAX_ITER,
-    DEFAULT_TOL,
     Estimate,
     Estimator,
     Likelihood,
@@ -22,7 +22,7 @@ class IBU(Estimator):
     """Generalized IBU (001 Algorithm 1): the MLE for any mix of mechanisms and repeated reports."""
 
     name = "ibu"
-    tol = Param("float", DEFAULT_TOL, gt=0, doc="stop when |L(t) - L(t-1)| < tol * n (n = number of users)")
+    delta = Param("float", DEFAULT_DELTA, gt=0, doc="stop when |L(t) - L(t-1)| < delta (nats of the whole log-likelihood)")
     max_iter = Param("int", DEFAULT_MAX_ITER, ge=0, doc="stop after this many updates (converged = false)")
     start = Param("distribution", None, doc="full-support starting distribution (default uniform)")
     likely = Param("bool", True, doc="estimate on the mechanism's likely subset of values (004 Sec. 8), zero elsewhere")
@@ -58,7 +58,7 @@ class IBU(Estimator):
         start = self.start
         if start is not None and support is not None:
             start = start[support] / start[support].sum()
-        result = gibu(likelihood, start, delta=self.tol * likelihood.n, max_iter=self.max_iter)
+        result = gibu(likelihood, start, delta=self.delta, max_iter=self.max_iter)
         return Estimate(likelihood.expand(result.theta), result.iterations, result.loglik, result.converged)
 
 
