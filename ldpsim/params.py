@@ -178,10 +178,7 @@ def _coerce_vector(param: Param, value: Any) -> np.ndarray:
         raise _KindMismatch("a list of numbers") from None
     if arr.ndim != 1 or arr.size == 0:
         raise _KindMismatch("a non-empty list of numbers")
-    if not np.all(np.isfinite(arr)):
-        raise ParameterError("has a non-finite entry", field=param.name, hint="give finite numbers")
-    arr.setflags(write=False)
-    return arr
+    return _finite_frozen(param, arr)
 
 
 def _coerce_matrix(param: Param, value: Any) -> np.ndarray:
@@ -203,6 +200,11 @@ def _coerce_matrix(param: Param, value: Any) -> np.ndarray:
         raise _KindMismatch("a list of rows of numbers") from None
     if arr.ndim != 2 or arr.shape[1] == 0:
         raise _KindMismatch("a list of rows of numbers")
+    return _finite_frozen(param, arr)
+
+
+def _finite_frozen(param: Param, arr: np.ndarray) -> np.ndarray:
+    """``arr`` made read-only (parameters are fixed at construction), if every entry is finite."""
     if not np.all(np.isfinite(arr)):
         raise ParameterError("has a non-finite entry", field=param.name, hint="give finite numbers")
     arr.setflags(write=False)
