@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .errors import DataError, ParameterError, ScenarioError, a_or_an, did_you_mean
+from .errors import DataError, ParameterError, ScenarioError, did_you_mean
 from .params import Configurable, Param
 
 
@@ -215,12 +215,7 @@ class OnDomain(Configurable):
     def __init__(self, domain: Domain, **params: Any):
         if not isinstance(domain, Domain):
             raise TypeError(f"{type(self).__name__} needs a Domain as first argument, got {type(domain).__name__}")
-        if self.domain_kinds is not None and domain.name not in self.domain_kinds:
-            raise ParameterError(
-                f"{self._label()} does not work on {a_or_an(domain.name)} domain",
-                field="domain",
-                hint=f"use a domain of kind {' or '.join(self.domain_kinds)}, or another {self.kind}",
-            )
+        self._require_domain_kind(domain, self.domain_kinds)
         self.domain = domain
         super().__init__(**params)
 

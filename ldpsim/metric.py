@@ -7,7 +7,6 @@ from typing import ClassVar
 import numpy as np
 
 from .domains import Domain
-from .errors import ParameterError, a_or_an
 from .params import Configurable
 
 
@@ -28,12 +27,7 @@ class Metric(Configurable):
 
     def check_domain(self, domain: Domain) -> None:
         """Raise ParameterError if the metric cannot score distributions over ``domain``."""
-        if self.domain_kinds is not None and domain.name not in self.domain_kinds:
-            raise ParameterError(
-                f"{self._label()} does not work on {a_or_an(domain.name)} domain",
-                field="domain",
-                hint=f"use it with a domain of kind {' or '.join(self.domain_kinds)}, or another metric",
-            )
+        self._require_domain_kind(domain, self.domain_kinds)
         self._check_domain(domain)
 
     def _compute(self, estimate: np.ndarray, truth: np.ndarray, domain: Domain) -> float:

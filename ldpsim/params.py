@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .errors import ParameterError, did_you_mean
+from .errors import ParameterError, a_or_an, did_you_mean
 
 REQUIRED: Any = type("Required", (), {"__repr__": lambda self: "REQUIRED"})()
 
@@ -329,6 +329,15 @@ class Configurable:
 
     def _validate(self) -> None:
         """Cross-parameter checks; raise ParameterError naming the parameter."""
+
+    def _require_domain_kind(self, domain: Any, kinds: tuple[str, ...] | None) -> None:
+        """ParameterError on ``domain`` unless its kind is one of ``kinds`` (None: any)."""
+        if kinds is not None and domain.name not in kinds:
+            raise ParameterError(
+                f"{self._label()} does not work on {a_or_an(domain.name)} domain",
+                field="domain",
+                hint=f"use a domain of kind {' or '.join(kinds)}, or another {self.kind}",
+            )
 
     def _label(self) -> str:
         return f"{self.kind} '{self.name}'" if self.name else type(self).__name__
