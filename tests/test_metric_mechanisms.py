@@ -5,7 +5,6 @@ scipy CDFs and dblquad), exact privacy levels, likely subsets, and 004 Sec. 6.4.
 from __future__ import annotations
 
 import math
-import time
 import warnings
 
 import numpy as np
@@ -548,14 +547,15 @@ def test_planar_exact_level_is_within_the_claim(name, domain, eps, window):
     assert 0.5 * eps < level <= eps * (1 + 1e-12)
 
 
-def test_gowalla_grid_matrices_build_fast():
-    # 001 Sec. IX-B/C: 24 x 16 cells of 0.5 km, eps 0.2 .. 6 per km; measured ~1-8 ms per matrix
+def test_gowalla_grid_matrices():
+    # 001 Sec. IX-B/C: 24 x 16 cells of 0.5 km, eps 0.2 .. 6 per km (build times: benchmarks/bench_planar.py)
     grid = Grid(rows=24, cols=16, cell=0.5)
-    start = time.perf_counter()
     for name in ("planar-geometric", "planar-laplace"):
         for eps in (0.2, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0):
-            assert make("mechanism", name, grid, eps=eps).matrix.shape == (384, 384)
-    assert time.perf_counter() - start < 3.0  # 16 matrices; generous for a shared 2-core machine
+            m = make("mechanism", name, grid, eps=eps).matrix
+            assert m.shape == (384, 384)
+            np.testing.assert_allclose(m.sum(axis=1), 1, atol=1e-12)
+            assert np.all(m > 0)  # no cell is out of reach: every entry is a positive sum
 
 
 # ------------------------------------------------------------------------------------- scenario

@@ -8,7 +8,6 @@ dense references, the KKT conditions, an off-the-shelf optimizer and 004's conca
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -517,14 +516,12 @@ def test_ibu_on_per_bit_counts_can_be_worse_than_inversion():
     assert gap.mean() > 3 * gap.std(ddof=1) / math.sqrt(gap.size), gap
 
 
-def test_ten_to_the_five_users_on_a_hundred_values_in_seconds():
+def test_a_hundred_thousand_users_on_a_hundred_values():
+    # Timings are measured in benchmarks/bench_frequency_oracles.py, not asserted here.
     k, n = 100, 100_000
     mech = make("mechanism", "oue", line(k), eps=4.0)
     rng = np.random.default_rng(0)
     values = rng.choice(k, n, p=rng.dirichlet(np.full(k, 0.3)))
-    start = time.perf_counter()
     obs = observe(mech, values, rng)
     estimate = make("estimator", "ibu").estimate(obs)
-    seconds = time.perf_counter() - start
-    assert seconds < 30, f"simulate + aggregate + IBU took {seconds:.1f} s"
     assert 0.5 * np.abs(estimate.distribution - np.bincount(values, minlength=k) / n).sum() < 0.05
