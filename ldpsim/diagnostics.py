@@ -281,7 +281,7 @@ def check_results(ds) -> list[dict]:  # noqa: ANN001  (an xarray.Dataset from ld
     estimators = [str(e) for e in ds["estimator"].values]
     rows = []
     for task in tasks(scenario):
-        _, truth, observations = simulate(task)
+        _, truth, observations = simulate(task, scenario.builder)
         at = {**dict(zip(sweeps, task.point.index)), "rep": task.rep}
         stored = ds["truth"].isel(at).values.ravel()
         if stored.shape != truth.shape or not np.allclose(stored, truth, rtol=0, atol=1e-12):

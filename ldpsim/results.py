@@ -41,7 +41,7 @@ def assemble(scenario: Scenario, results: Sequence[TaskResult], *, wall_seconds:
     """Stack task results into one labelled dataset with full provenance."""
     from . import __version__
 
-    builder = Builder(scenario.base_dir)
+    builder = scenario.builder or Builder(scenario.base_dir)
     setups = [builder.setup(point) for point in scenario.points()]
     domain = setups[0].domain
     sweeps = tuple(a.name for a in scenario.axes)

@@ -1,5 +1,10 @@
 """Running a scenario: one task per (grid point, repetition).
 
+Plugin instances (and the data files they read) are built once per run: the
+loaded scenario's builder serves tasks in this process; each worker process
+builds its own for the run and drops those of earlier runs, so a data file
+edited between two runs is read again.
+
 Randomness is derived, never shared: task ``(i, j, ..., rep)`` seeds its
 generators from ``SeedSequence(seed, spawn_key=(i, j, ..., rep, stream, ...))``
 with stream 0 for the dataset draw, 1 for the assignment of users to cohorts,
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -36,6 +42,7 @@ class Task:
     rep: int
     seed: int
     base_dir: Path
+    run: str  # identifies the run, so worker processes know when to rebuild plugins
 
     @property
     def key(self) -> tuple[int, ...]:
@@ -60,17 +67,22 @@ def _rng(seed: int, *key: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
 
 
-_builders: dict[tuple[Path, int], Builder] = {}
+_worker_builder: dict[tuple[str, int], Builder] = {}
 
 
-def simulate(task: Task) -> tuple[Setup, np.ndarray, Observations]:
-    """A task's population: its setup, the distribution of true values, the aggregated reports."""
+def _builder_for(task: Task) -> Builder:
+    """This process's builder for the task's run (and registry); earlier runs' are dropped."""
     registry = get_registry()
-    cache_key = (task.base_dir, id(registry))
-    builder = _builders.get(cache_key)
-    if builder is None:  # one per process and registry: plugin instances (and data files) are reused across tasks
-        builder = _builders[cache_key] = Builder(task.base_dir, registry)
-    setup = builder.setup(task.point)
+    key = (task.run, id(registry))
+    if key not in _worker_builder:
+        _worker_builder.clear()
+        _worker_builder[key] = Builder(task.base_dir, registry)
+    return _worker_builder[key]
+
+
+def simulate(task: Task, builder: Builder | None = None) -> tuple[Setup, np.ndarray, Observations]:
+    """A task's population: its setup, the distribution of true values, the aggregated reports."""
+    setup = (builder or _builder_for(task)).setup(task.point)
     key = task.key
     order = _rng(task.seed, *key, 1).permutation(setup.users)
     values = setup.dataset.sample(setup.users, _rng(task.seed, *key, 0))
@@ -89,9 +101,9 @@ def simulate(task: Task) -> tuple[Setup, np.ndarray, Observations]:
     return setup, truth, Observations.from_reports(setup.domain, data)
 
 
-def run_task(task: Task) -> TaskResult:
+def run_task(task: Task, builder: Builder | None = None) -> TaskResult:
     """Simulate one population, estimate, and score the estimates."""
-    setup, truth, observations = simulate(task)
+    setup, truth, observations = simulate(task, builder)
 
     n_est, n_met = len(setup.estimators), len(setup.metrics)
     estimates = np.empty((n_est, setup.domain.size))
@@ -110,8 +122,9 @@ def run_task(task: Task) -> TaskResult:
 
 
 def tasks(scenario: Scenario) -> list[Task]:
+    run = uuid.uuid4().hex
     return [
-        Task(point, rep, scenario.seed, scenario.base_dir)
+        Task(point, rep, scenario.seed, scenario.base_dir, run)
         for point in scenario.points()
         for rep in range(scenario.repetitions)
     ]
@@ -128,7 +141,7 @@ def execute(scenario: Scenario, *, jobs: int = 1, progress: Progress | None = No
         progress(0, len(todo))
     if jobs <= 1 or len(todo) == 1:
         for task in todo:
-            results.append(run_task(task))
+            results.append(run_task(task, scenario.builder))
             if progress:
                 progress(len(results), len(todo))
     else:

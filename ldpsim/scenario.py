@@ -176,6 +176,8 @@ class Scenario:
     source: Path | None = None
     base_dir: Path = field(default_factory=Path.cwd)
     overrides: tuple[str, ...] = ()
+    #: the plugin instances validation built (data files read once), reused by the run
+    builder: Builder | None = field(default=None, compare=False, repr=False)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -269,7 +271,7 @@ def load_scenario(
         base_dir=base_dir,
         overrides=tuple(applied),
     )
-    check_setups(scenario, registry or get_registry())
+    object.__setattr__(scenario, "builder", check_setups(scenario, registry or get_registry()))
     return scenario
 
 
@@ -406,11 +408,12 @@ def _default_labels(values: list, where: str) -> list:
 
 
 # ---------------------------------------------------------------- building
-def check_setups(scenario: Scenario, registry: Registry) -> None:
-    """Build every grid point once, so a bad value fails before the run starts."""
+def check_setups(scenario: Scenario, registry: Registry) -> Builder:
+    """Build every grid point once, so a bad value fails before the run starts; return the builder."""
     builder = Builder(scenario.base_dir, registry)
     for point in scenario.points():
         builder.setup(point, scenario.axes)
+    return builder
 
 
 class Builder:

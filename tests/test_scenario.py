@@ -271,3 +271,15 @@ def test_a_dataset_without_a_known_distribution_cannot_be_a_prior():
     registry.add(plugin, name="opaque")
     with pytest.raises(LdpsimError, match=r"estimators\.ibu\.start: is \"dataset\" but the dataset's distribution is unknown; give the distribution"):
         load_scenario(scenario(dataset={"name": "opaque"}, estimators={"ibu": {"start": "dataset"}}), registry=registry)
+
+
+def test_a_data_file_edited_between_two_runs_is_read_again(tmp_path):
+    (tmp_path / "a.csv").write_text("age\n1\n1\n1\n")
+    doc = scenario(users=DELETE, domain={"kind": "integers", "low": 0, "high": 3},
+                   dataset={"name": "csv", "path": "a.csv", "column": "age"})
+    first = load_scenario(doc, base_dir=tmp_path)
+    np.testing.assert_array_equal(ldpsim.runner.execute(first)["truth"].isel(rep=0).values, [0, 1, 0, 0])
+    (tmp_path / "a.csv").write_text("age\n3\n3\n3\n")
+    for jobs in (1, 2):
+        again = ldpsim.runner.execute(load_scenario(doc, base_dir=tmp_path), jobs=jobs)
+        np.testing.assert_array_equal(again["truth"].isel(rep=0).values, [0, 0, 0, 1])
