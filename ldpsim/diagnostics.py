@@ -252,7 +252,10 @@ def check_estimate(observations: Observations, theta: np.ndarray) -> EstimateRep
     lik = Likelihood.of(observations)
     theta = np.asarray(theta, dtype=float)
     violation = kkt_violation(lik, theta)
-    concave = strictly_concave(lik)
+    # A property of the observations alone: computed once, whatever the number of estimates checked.
+    concave = lik.__dict__.get("_strictly_concave")
+    if concave is None:
+        concave = lik.__dict__["_strictly_concave"] = strictly_concave(lik)
     # Uniqueness is judged on the estimate's zero set, which needs an (almost) converged estimate.
     unique = True if concave else (unique_mle(lik, theta) if violation < NEAR_MLE else None)
     return EstimateReport(lik.loglik(theta), violation, concave, unique)
@@ -296,9 +299,8 @@ def check_results(ds) -> list[dict]:  # noqa: ANN001  (an xarray.Dataset from ld
 
 
 def _dense(lik: Likelihood) -> np.ndarray:
-    if isinstance(lik.H, np.ndarray):
-        return lik.H
-    return np.column_stack([lik.H @ e for e in np.eye(lik.H.shape[1])])
+    """The rescaled likelihood rows as an array (a structured operator applied to the identity)."""
+    return lik.H if isinstance(lik.H, np.ndarray) else np.asarray(lik.H @ np.eye(lik.H.shape[1]))
 
 
 def _sum_zero_basis(k: int) -> np.ndarray:
