@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from .errors import LdpsimError
+from .errors import LdpsimError, did_you_mean
 from .registry import KINDS, PluginWarning, get_registry
 
 USER_ERROR = 2
@@ -108,8 +108,6 @@ def list_plugins(
         if kind is not None:
             singular = kind[:-1] if kind.endswith("s") else kind
             if singular not in KINDS:
-                from .errors import did_you_mean
-
                 raise LdpsimError(f"unknown kind '{kind}'", hint=did_you_mean(kind, [k + "s" for k in KINDS]))
             kinds = [singular]
     for k in kinds:

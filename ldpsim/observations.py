@@ -52,6 +52,13 @@ def unique_rows(reports: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rows.astype(np.int64), counts.astype(np.int64)
 
 
+def sum_equal_rows(reports: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of ``reports`` and the summed ``counts`` of each."""
+    uniq, inverse = np.unique(reports, axis=0, return_inverse=True)
+    summed = np.bincount(inverse.ravel(), weights=counts, minlength=len(uniq)).astype(np.int64)
+    return uniq, summed
+
+
 @dataclass(frozen=True, eq=False)
 class ReportGroup:
     """Distinct report tuples of the users who applied one plan, with counts."""
@@ -90,9 +97,7 @@ class ReportGroup:
         reports = self.reports.copy()
         for cols in runs:
             reports[:, cols] = np.sort(reports[:, cols], axis=1)
-        uniq, inverse = np.unique(reports, axis=0, return_inverse=True)
-        counts = np.bincount(inverse.ravel(), weights=self.counts, minlength=len(uniq)).astype(np.int64)
-        return ReportGroup(self.plan, uniq, counts)
+        return ReportGroup(self.plan, *sum_equal_rows(reports, self.counts))
 
     def log_likelihood(self) -> np.ndarray:
         """(D, |X|) log P(report tuple | x): the sum over the plan's reports."""
@@ -152,9 +157,7 @@ class Observations:
         if reports.shape != (counts.shape[0], plan_width(plan)) or np.any(counts < 0):
             raise ValueError("need one non-negative count per report tuple")
         keep = counts > 0
-        uniq, inverse = np.unique(reports[keep], axis=0, return_inverse=True)
-        summed = np.bincount(inverse.ravel(), weights=counts[keep], minlength=len(uniq)).astype(np.int64)
-        return cls(domain, [ReportGroup(plan, uniq, summed)])
+        return cls(domain, [ReportGroup(plan, *sum_equal_rows(reports[keep], counts[keep]))])
 
     @property
     def n(self) -> int:
@@ -192,6 +195,4 @@ def _merge(parts: list[ReportGroup]) -> ReportGroup:
         return parts[0]
     reports = np.concatenate([p.reports for p in parts])
     counts = np.concatenate([p.counts for p in parts])
-    uniq, inverse = np.unique(reports, axis=0, return_inverse=True)
-    summed = np.bincount(inverse.ravel(), weights=counts, minlength=len(uniq)).astype(np.int64)
-    return ReportGroup(parts[0].plan, uniq, summed)
+    return ReportGroup(parts[0].plan, *sum_equal_rows(reports, counts))
