@@ -392,8 +392,8 @@ def _axes(doc: dict) -> tuple[Axis, ...]:
             raise ScenarioError("labels must be numbers or strings", field=f"{where}.labels", hint="use short strings")
         if len(set(map(str, labels))) != len(labels):
             raise ScenarioError("has repeated labels", field=f"{where}.labels", hint="make each label unique")
-        if len({type(v) for v in labels} - {int, float}) > 0 and not all(isinstance(v, str) for v in labels):
-            labels = [str(v) for v in labels]
+        if any(isinstance(v, str) for v in labels):
+            labels = [str(v) for v in labels]  # one coordinate type: strings if any label is one
         axes.append(Axis(name, tuple(paths), tuple(values), tuple(labels)))
     return tuple(axes)
 
