@@ -124,7 +124,8 @@ class Grid(Domain):
     dims = ("row", "col")
     rows = Param("int", gt=0, doc="number of rows")
     cols = Param("int", gt=0, doc="number of columns")
-    cell = Param("float", 1.0, gt=0, doc="side length of a cell (the unit of distance)")
+    cell = Param("float", 1.0, gt=0, doc="side length of a cell, in `unit`s")
+    unit = Param("str", "", doc='unit of `cell` and of all distances, e.g. "km"; empty: unnamed')
 
     def _validate(self) -> None:
         if self.rows * self.cols < 2:
@@ -145,6 +146,12 @@ class Grid(Domain):
 
     def labels(self) -> list[str]:
         return [f"({r},{c})" for r in range(self.rows) for c in range(self.cols)]
+
+    def spec(self) -> dict[str, Any]:
+        spec = super().spec()
+        if not spec["unit"]:  # keep specs (and results files) of unit-less grids as they were
+            del spec["unit"]
+        return spec
 
     @cached_property
     def distances(self) -> np.ndarray:

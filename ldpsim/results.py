@@ -6,11 +6,15 @@ Layout (``<sweeps>`` is one dimension per sweep axis, in scenario order;
 * ``error(metric, estimator, <sweeps>, rep)``
 * ``estimate(estimator, <sweeps>, rep, <domain>)``
 * ``truth(<sweeps>, rep, <domain>)``: the empirical distribution of the users' true values
+* ``noisy(<sweeps>, rep, <domain>)``: the empirical distribution of the reports read as domain values
+  (:mod:`ldpsim.noisy`), NaN where that means nothing; absent when it means nothing anywhere
 * ``iterations``, ``loglik``, ``seconds``, ``converged`` ``(estimator, <sweeps>, rep)``
 * ``distinct_reports(<sweeps>, rep)``, ``users(<sweeps>)``
 
-Attributes record the scenario text, the overrides, the resolved scenario,
-the seed, ldpsim's version and every plugin used with its version.
+Coordinates carry ``long_name`` and ``units`` (:mod:`ldpsim.labels`), each
+metric's are in ``metric_long_name`` and ``metric_units``. Attributes record
+the scenario text, the overrides, the resolved scenario, the seed, ldpsim's
+version and every plugin used with its version.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ import numpy as np
 import xarray as xr
 
 from .errors import LdpsimError
+from .labels import describe
+from .noisy import NOISY_DESCRIPTION
 from .registry import get_registry
 from .scenario import Builder, Scenario
 
@@ -57,6 +63,8 @@ def assemble(scenario: Scenario, results: Sequence[TaskResult], *, wall_seconds:
     seconds = np.full((n_est, *grid, reps), np.nan)
     converged = np.zeros((n_est, *grid, reps), dtype=bool)
     distinct = np.zeros((*grid, reps), dtype=np.int64)
+    noisy = np.full((*grid, reps, size), np.nan)
+    has_noisy = False
     users = np.zeros(grid, dtype=np.int64)
     for res in results:
         key = res.key
@@ -68,6 +76,9 @@ def assemble(scenario: Scenario, results: Sequence[TaskResult], *, wall_seconds:
         seconds[(slice(None), *key)] = res.seconds
         converged[(slice(None), *key)] = res.converged
         distinct[key] = res.distinct
+        if res.noisy is not None:
+            noisy[key] = res.noisy
+            has_noisy = True
         users[key[:-1]] = res.users
 
     per_task = ("estimator", *sweeps, "rep")
@@ -99,6 +110,9 @@ def assemble(scenario: Scenario, results: Sequence[TaskResult], *, wall_seconds:
         },
         coords=coords,
     )
+    if has_noisy:
+        ds["noisy"] = ((*sweeps, "rep", *ddims), domain.reshape(noisy), {"long_name": "noisy distribution", "description": NOISY_DESCRIPTION})
+    describe(ds, scenario.axes, domain, setups[0].metrics)
     plugins: dict[str, dict[str, Any]] = {}
     registry = get_registry()
     for setup in setups:

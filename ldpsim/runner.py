@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from .noisy import noisy_distribution
 from .observations import Observations
 from .registry import get_registry
 from .scenario import Builder, Point, Scenario, Setup, load_scenario, parse_override
@@ -61,6 +62,7 @@ class TaskResult:
     converged: np.ndarray  # (E,)
     distinct: int
     users: int
+    noisy: np.ndarray | None = None  # (K,) reports read as domain values; None where not defined (ldpsim.noisy)
 
 
 def _rng(seed: int, *key: int) -> np.random.Generator:
@@ -118,7 +120,8 @@ def run_task(task: Task, builder: Builder | None = None) -> TaskResult:
         iterations[e], loglik[e], seconds[e], converged[e] = est.iterations, est.loglik, est.seconds, est.converged
         for m, metric in enumerate(setup.metrics.values()):
             errors[m, e] = metric(est.distribution, truth, setup.domain)
-    return TaskResult(task.key, truth, estimates, errors, iterations, loglik, seconds, converged, observations.n_distinct, setup.users)
+    noisy = noisy_distribution(observations)
+    return TaskResult(task.key, truth, estimates, errors, iterations, loglik, seconds, converged, observations.n_distinct, setup.users, noisy=noisy)
 
 
 def tasks(scenario: Scenario) -> list[Task]:

@@ -1,0 +1,74 @@
+"""Self-describing results: ``long_name`` and ``units`` on coordinates, as xarray and netCDF readers expect.
+
+Plots take their axis labels from these, and so does ``DataArray.plot()`` for any xarray user.
+
+A metric's long name is its class attribute ``long_name`` if it has one, else the first clause of its
+docstring without paper references; its unit is its class attribute ``units``, where ``"distance"`` means
+the domain's unit of distance (a grid's ``unit``; integers carry none).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+import xarray as xr
+
+from .domains import Domain
+from .metric import Metric
+from .scenario import Axis
+
+_REFERENCE = re.compile(r"\s*\([^()]*\d[^()]*\)")  # "(002 eq. 30)", "(1-D: ...)"
+
+
+def metric_long_name(metric: Metric) -> str:
+    """A short human name: "Total variation distance" for tv."""
+    explicit = getattr(type(metric), "long_name", None)
+    if isinstance(explicit, str) and explicit:
+        return explicit
+    text = type(metric).summary()
+    while (shorter := _REFERENCE.sub("", text)) != text:
+        text = shorter
+    return text.split(":")[0].strip().rstrip(".") or metric.name
+
+
+def metric_units(metric: Metric, domain: Domain) -> str:
+    units = getattr(type(metric), "units", "")
+    if units == "distance":
+        return distance_unit(domain)
+    return units if isinstance(units, str) else ""
+
+
+def distance_unit(domain: Domain) -> str:
+    return str(getattr(domain, "unit", "") or "")
+
+
+def axis_long_name(axis: Axis) -> str:
+    """The field a sweep sets ("eps" for cohorts.all.reports.0.eps), or the axis's name if its paths differ."""
+    last = {path.rsplit(".", 1)[-1] for path in axis.paths}
+    return last.pop() if len(last) == 1 else axis.name
+
+
+def describe(ds: xr.Dataset, axes: Iterable[Axis], domain: Domain, metrics: Mapping[str, Metric]) -> xr.Dataset:
+    """Add long names and units to the coordinates of an assembled results dataset (in place); return it."""
+    for axis in axes:
+        long_name = axis_long_name(axis)
+        attrs = {"long_name": long_name, "sweep_paths": ", ".join(axis.paths)}
+        if long_name == "cell" and distance_unit(domain):
+            attrs["units"] = distance_unit(domain)
+        ds[axis.name].attrs.update(attrs)
+    ds["rep"].attrs.update(long_name="repetition")
+    ds["estimator"].attrs.update(long_name="estimator")
+    ds["metric"].attrs.update(long_name="metric")
+    ds.coords["metric_long_name"] = ("metric", [metric_long_name(m) for m in metrics.values()])
+    ds.coords["metric_units"] = ("metric", [metric_units(m, domain) for m in metrics.values()])
+    unit = distance_unit(domain)
+    if domain.name == "grid":
+        ds["row"].attrs.update(long_name="row")
+        ds["col"].attrs.update(long_name="column")
+        for name, long_name in (("y", "y (cell centre)"), ("x", "x (cell centre)")):
+            if name in ds.coords:
+                ds[name].attrs.update(long_name=long_name, **({"units": unit} if unit else {}))
+    elif "value" in ds.coords:
+        ds["value"].attrs.update(long_name="value")
+    return ds
