@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import csv
 from functools import cached_property
 
 import numpy as np
 
 from ldpsim import DataError, Dataset, Param, hookimpl
+
+from .reading import Table, numbers
 
 
 class CsvColumn(Dataset):
@@ -24,51 +25,21 @@ class CsvColumn(Dataset):
 
     @cached_property
     def _values(self) -> np.ndarray:
-        path = self.path
-        if not path.is_file():
-            raise DataError(f"file '{path}' not found", field="path", hint="fix the path (relative to the scenario file)")
-        try:
-            with path.open(newline="", encoding="utf-8") as fh:
-                reader = csv.reader(fh)
-                header = next(reader, None)
-                if header is None:
-                    raise DataError(f"'{path}' is empty", field="path", hint="give a CSV file with a header row")
-                header = [h.strip() for h in header]
-                if self.column not in header:
-                    raise DataError(
-                        f"'{path}' has no column '{self.column}' (columns: {', '.join(header)})",
-                        field="column",
-                        hint="use one of the header names",
-                    )
-                col = header.index(self.column)
-                raw = []
-                for line, row in enumerate(reader, start=2):
-                    if not row:
-                        continue
-                    if col >= len(row) or not row[col].strip():
-                        raise DataError(
-                            f"'{path}' line {line} has no value in column '{self.column}'",
-                            field="path",
-                            hint="fill or remove that row",
-                        )
-                    raw.append(row[col].strip())
-        except (UnicodeDecodeError, csv.Error) as exc:
-            raise DataError(f"'{path}' is not a readable CSV file ({exc})", field="path", hint="give a UTF-8 CSV file") from None
-        if not raw:
-            raise DataError(f"'{path}' has no data rows", field="path", hint="give a CSV file with data")
-        if self.domain.name == "integers":
-            try:
-                parsed = np.array([int(v) for v in raw], dtype=np.int64)
-            except ValueError:
-                bad = next(i for i, v in enumerate(raw) if not _is_int(v))
-                raise DataError(
-                    f"'{path}' line {bad + 2}: '{raw[bad]}' in column '{self.column}' is not an integer",
-                    field="path",
-                    hint="fix the file or use a categorical domain",
-                ) from None
-        else:
-            parsed = np.array(raw, dtype=object)
-        return self.domain.index(parsed, source=f"'{path}' column '{self.column}'")
+        table = Table(self.path)
+        (position,) = table.positions([self.column], fields=["column"])
+        parts = []
+        for start, (text,) in table.chunks([position]):
+            if self.domain.name == "integers":
+                parts.append(numbers(text, table, start, self.column, integer=True))
+            else:
+                empty = text == ""
+                if empty.any():
+                    line = table.line_of(start + int(np.argmax(empty)))
+                    raise table.error(f"line {line} has no value in column '{self.column}'", "fill or remove that row")
+                parts.append(text.astype(object))
+        if not parts or not sum(p.size for p in parts):
+            raise table.error("has no data rows", "give a CSV file with data")
+        return self.domain.index(np.concatenate(parts), source=f"'{self.path}' column '{self.column}'")
 
     @property
     def size(self) -> int:
@@ -89,14 +60,6 @@ class CsvColumn(Dataset):
                 hint=f"use at most {values.shape[0]} users or set replace = true",
             )
         return values[rng.choice(values.shape[0], size=n, replace=self.replace)]
-
-
-def _is_int(text: str) -> bool:
-    try:
-        int(text)
-    except ValueError:
-        return False
-    return True
 
 
 @hookimpl

@@ -1,0 +1,198 @@
+"""Reading columns of large text data files: chunked, vectorized, with errors naming the line.
+
+pandas' C parser reads the file in chunks (plain or gzip, detected from the
+first bytes), so memory follows the chunk, not the file, and no Python code
+runs per row. Blank lines (and comment lines) are skipped; the line number of
+a bad row is recovered by rescanning the file only when there is an error.
+A progress bar appears on a terminal when reading takes more than a second.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import multiprocessing
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+import pandas as pd
+
+from ldpsim import DataError
+
+CHUNK_ROWS = 500_000
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclass(frozen=True)
+class Table:
+    """How to read a text table: separator, header, comment character."""
+
+    path: Path
+    sep: str = ","
+    header: bool = True
+    comment: str | None = None
+    field: str = "path"  # the parameter to name in errors
+    what: str = "CSV file"  # what the file should be, for errors
+
+    def error(self, problem: str, hint: str, *, field: str | None = None) -> DataError:
+        return DataError(f"'{self.path}' {problem}", field=field or self.field, hint=hint)
+
+    def header_names(self) -> list[str]:
+        """The stripped names of the header row (the first line that is not blank)."""
+        with self._text() as fh:
+            for line in fh:
+                if not self._skipped(line):
+                    return [h.strip() for h in next(csv.reader([line], delimiter=self.sep))]
+        raise self.error("is empty", "give a file with a header row")
+
+    def positions(self, names: Sequence[str], *, fields: Sequence[str]) -> list[int]:
+        """Column positions of ``names`` in the header; DataError naming the parameter (``fields``) otherwise."""
+        header = self.header_names()
+        for name, field in zip(names, fields, strict=True):
+            if name not in header:
+                raise self.error(
+                    f"has no column '{name}' (columns: {', '.join(header)})", "use one of the header names", field=field
+                )
+        return [header.index(n) for n in names]
+
+    def chunks(self, columns: Sequence[int]) -> Iterator[tuple[int, list[np.ndarray]]]:
+        """``(first row, [stripped strings per column])`` per chunk; rows count data rows from 0."""
+        with self._binary() as (raw, stream), progress(self.path, raw) as advance:
+            try:
+                reader = pd.read_csv(
+                    stream,
+                    sep=self.sep,
+                    header=0 if self.header else None,
+                    usecols=list(columns),
+                    dtype=str,
+                    na_filter=False,
+                    skip_blank_lines=True,
+                    comment=self.comment,
+                    encoding="utf-8",
+                    chunksize=CHUNK_ROWS,
+                )
+                start = 0
+                for frame in reader:
+                    # usecols returns columns in file order; give them in the order asked for
+                    by_pos = dict(zip(sorted(columns), frame.columns, strict=True))
+                    yield start, [frame[by_pos[c]].str.strip().to_numpy(dtype=str) for c in columns]
+                    start += len(frame)
+                    advance()
+            except (UnicodeDecodeError, pd.errors.ParserError, EOFError, OSError) as exc:
+                detail = " ".join(str(exc).split())
+                raise self.error(
+                    f"is not a readable {self.what} ({detail})", f"give a UTF-8 {self.what} (optionally gzipped)"
+                ) from None
+            except pd.errors.EmptyDataError:
+                raise self.error("is empty", "give a file with data rows") from None
+
+    def line_of(self, row: int) -> int:
+        """The 1-based line number of data row ``row`` (only called on errors: it rescans the file)."""
+        seen = -1 if self.header else 0
+        with self._text() as fh:
+            for number, line in enumerate(fh, start=1):
+                if self._skipped(line):
+                    continue
+                if seen == row:
+                    return number
+                seen += 1
+        return -1
+
+    def _skipped(self, line: str) -> bool:
+        # pandas skips lines of whitespace that holds no separator, and lines that start with the comment
+        text = line.lstrip()
+        if self.comment and text.startswith(self.comment):
+            return True
+        return not line.strip() and self.sep not in line.rstrip("\r\n")
+
+    @contextmanager
+    def _binary(self) -> Iterator[tuple[BinaryIO, BinaryIO]]:
+        if not self.path.is_file():
+            raise DataError(
+                f"file '{self.path}' not found", field=self.field, hint="fix the path (relative to the scenario file)"
+            )
+        with self.path.open("rb") as raw:
+            gzipped = raw.read(2) == _GZIP_MAGIC
+            raw.seek(0)
+            if gzipped:
+                with gzip.GzipFile(fileobj=raw) as stream:
+                    yield raw, stream
+            else:
+                yield raw, raw
+
+    @contextmanager
+    def _text(self) -> Iterator[io.TextIOWrapper]:
+        with self._binary() as (_, stream):
+            text = io.TextIOWrapper(stream, encoding="utf-8", newline="")
+            try:
+                yield text
+            except (UnicodeDecodeError, EOFError, OSError, csv.Error) as exc:
+                raise self.error(
+                    f"is not a readable {self.what} ({exc})", f"give a UTF-8 {self.what} (optionally gzipped)"
+                ) from None
+            finally:
+                text.detach()
+
+
+def numbers(text: np.ndarray, table: Table, start: int, column: str, *, integer: bool = False) -> np.ndarray:
+    """Strings of one column as float64 (or int64); DataError naming the first bad line."""
+    series = pd.Series(text, copy=False)
+    if integer:
+        bad = ~series.str.fullmatch(r"[+-]?\d+").to_numpy(dtype=bool)
+    else:
+        values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float)
+        bad = ~np.isfinite(values)
+    if bad.any():
+        i = int(np.argmax(bad))
+        line = table.line_of(start + i)
+        what = "an integer" if integer else "a number"
+        if not text[i]:
+            raise table.error(f"line {line} has no value in column '{column}'", "fill or remove that row")
+        raise table.error(f"line {line}: '{text[i]}' in column '{column}' is not {what}", "fix or remove that row")
+    return series.to_numpy(dtype=np.int64) if integer else values
+
+
+@contextmanager
+def progress(path: Path, raw: BinaryIO, *, after: float = 1.0) -> Iterator:
+    """Yield ``advance()``: after ``after`` seconds, a transient bar of the bytes read on a terminal.
+
+    Off in worker processes (they reread files the main process already
+    showed) and when stderr is not a terminal (tests, logs).
+    """
+    total = path.stat().st_size
+    started = time.monotonic()
+    bar = None
+    enabled = sys.stderr.isatty() and multiprocessing.parent_process() is None
+
+    def advance() -> None:
+        nonlocal bar
+        if not enabled or (bar is None and time.monotonic() - started < after):
+            return
+        if bar is None:
+            from rich.console import Console
+            from rich.errors import LiveError
+            from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+            bar = Progress(TextColumn(f"reading {path.name}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+                           console=Console(stderr=True), transient=True)  # fmt: skip
+            try:
+                bar.start()
+            except LiveError:  # another bar is showing: stay quiet
+                bar = False
+                return
+            bar.add_task("read", total=total)
+        if bar:
+            bar.update(bar.task_ids[0], completed=raw.tell())
+
+    try:
+        yield advance
+    finally:
+        if bar:
+            bar.stop()
