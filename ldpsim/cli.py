@@ -145,19 +145,23 @@ def show(results: Annotated[Path, typer.Argument(help="results file written by `
 def plot(
     results: Annotated[Path, typer.Argument(help="results file written by `ldpsim run`")],
     output: Annotated[Path | None, typer.Option("--output", "-o", help="image file (png, pdf, svg); default <results>.png")] = None,
+    kind: Annotated[str, typer.Option("--kind", "-k", help="summary, box, line, heatmap (grids) or bar (1-D domains)")] = "summary",
+    metric: Annotated[list[str], typer.Option("--metric", "-m", help="metric to show (repeatable; default all)")] = [],  # noqa: B006
+    estimator: Annotated[list[str], typer.Option("--estimator", "-e", help="estimator to show (repeatable; default all)")] = [],  # noqa: B006
+    sweep: Annotated[str | None, typer.Option(help="sweep axis on the x axis of box and line plots (default the first)")] = None,
+    at: Annotated[list[str], typer.Option(metavar="AXIS=LABEL", help="fix another sweep axis (default its first label)")] = [],  # noqa: B006
+    rep: Annotated[int | None, typer.Option(help="repetition shown by heatmap and bar (default 0)")] = None,
 ) -> None:
-    """Plot the errors per sweep point and estimator, and the estimates beside the truth."""
-    from .plotting import summary_figure
+    """Plot errors (summary, box, line) or distributions (heatmap, bar) from a results file."""
+    from .plot_options import parse_at
+    from .plotting import figure, save_figure
     from .results import check_output, open_results
 
     with user_errors():
         ds = open_results(results)
         target = check_output(output if output is not None else results.with_suffix(".png"))
-        fig = summary_figure(ds)
-        try:
-            fig.savefig(target, dpi=120)
-        except ValueError as exc:  # e.g. an unknown image format
-            raise LdpsimError(str(exc), field="output", hint="use a .png, .pdf or .svg file name") from None
+        fig = figure(ds, kind, metrics=metric, estimators=estimator, sweep=sweep, at=parse_at(at), rep=rep)
+        save_figure(fig, target)
     err.print(f"wrote {target}", markup=False)
 
 

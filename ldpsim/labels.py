@@ -66,9 +66,9 @@ def describe(ds: xr.Dataset, axes: Iterable[Axis], domain: Domain, metrics: Mapp
     if domain.name == "grid":
         ds["row"].attrs.update(long_name="row")
         ds["col"].attrs.update(long_name="column")
-        for name, long_name in (("y", "y (cell centre)"), ("x", "x (cell centre)")):
+        for name in ("y", "x"):
             if name in ds.coords:
-                ds[name].attrs.update(long_name=long_name, **({"units": unit} if unit else {}))
+                ds[name].attrs.update(long_name=name, description="cell centre", **({"units": unit} if unit else {}))
     elif "value" in ds.coords:
         ds["value"].attrs.update(long_name="value")
     return ds
