@@ -35,8 +35,10 @@ def output_values(mech: Mechanism) -> np.ndarray | None:
     if "matrix" not in vars(mech) and mech.domain.size > NOISY_MAX_VALUES:
         return None  # the labels would cost a matrix the run does not otherwise need
     labels = mech.output_labels()
-    if labels is None or (type(mech).output_labels is Mechanism.output_labels and len(labels) != mech.domain.size):
-        return None  # the default labels of a non-square matrix are output numbers, not values
+    if labels is None:
+        return None
+    if len(labels) != mech.domain.size and labels == [str(j) for j in range(len(labels))]:
+        return None  # the default labels of a non-square matrix: output numbers, not values
     lookup = {label: i for i, label in enumerate(mech.domain.labels())}
     index = np.array([lookup.get(label, -1) for label in labels], dtype=np.int64)
     return None if index.size == 0 or np.any(index < 0) else index
