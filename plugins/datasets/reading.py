@@ -13,7 +13,6 @@ import csv
 import gzip
 import io
 import multiprocessing
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -23,6 +22,9 @@ from typing import BinaryIO
 
 import numpy as np
 import pandas as pd
+from rich.console import Console
+from rich.errors import LiveError
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ldpsim import DataError
 
@@ -160,28 +162,25 @@ def numbers(text: np.ndarray, table: Table, start: int, column: str, *, integer:
 
 
 @contextmanager
-def progress(path: Path, raw: BinaryIO, *, after: float = 1.0) -> Iterator:
+def progress(path: Path, raw: BinaryIO, *, after: float = 1.0, console: Console | None = None) -> Iterator:
     """Yield ``advance()``: after ``after`` seconds, a transient bar of the bytes read on a terminal.
 
     Off in worker processes (they reread files the main process already
-    showed) and when stderr is not a terminal (tests, logs).
+    showed) and when the console (stderr by default) is not a terminal (tests, logs).
     """
+    console = console or Console(stderr=True)
     total = path.stat().st_size
     started = time.monotonic()
     bar = None
-    enabled = sys.stderr.isatty() and multiprocessing.parent_process() is None
+    enabled = console.is_terminal and multiprocessing.parent_process() is None
 
     def advance() -> None:
         nonlocal bar
         if not enabled or (bar is None and time.monotonic() - started < after):
             return
         if bar is None:
-            from rich.console import Console
-            from rich.errors import LiveError
-            from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-
             bar = Progress(TextColumn(f"reading {path.name}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
-                           console=Console(stderr=True), transient=True)  # fmt: skip
+                           console=console, transient=True)  # fmt: skip
             try:
                 bar.start()
             except LiveError:  # another bar is showing: stay quiet
