@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+from matplotlib.image import imread
 from typer.testing import CliRunner
 
 import ldpsim
@@ -185,3 +186,35 @@ def test_check_estimate_detects_results_it_cannot_reproduce(tmp_path):
     ldpsim.results.save_results(ds, tmp_path / "q.nc")
     result = runner.invoke(app, ["check", "estimate", str(tmp_path / "q.nc")])
     assert result.exit_code == 2 and "gives other true values than the file holds" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def quick_results(tmp_path_factory):
+    from ldpsim.results import save_results
+
+    path = tmp_path_factory.mktemp("plot") / "q.nc"
+    return save_results(ldpsim.run_scenario(QUICKSTART, users=500, repetitions=2), path)
+
+
+def test_plot_kinds_write_images(quick_results, tmp_path):
+    for kind, extra in (("box", ["--metric", "tv", "-e", "ibu", "-e", "inv-p"]), ("bar", ["--at", "data=uniform20-39", "--rep", "1"])):
+        out = tmp_path / f"{kind}.png"
+        result = runner.invoke(app, ["plot", str(quick_results), "--kind", kind, "-o", str(out), *extra])
+        assert result.exit_code == 0, result.stderr
+        assert result.stderr.strip() == f"wrote {out}" and imread(out).ndim == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--kind", "heatmap"], "error: --kind: a heatmap needs a grid domain; this results file's domain is integers; use --kind bar"),
+        (["--metric", "emb"], "error: --metric: 'emb' is not in this results file; did you mean 'emd'?"),
+        (["--kind", "box", "--at", "data"], "error: --at: 'data' is not AXIS=LABEL; write e.g. --at eps=0.5"),
+        (["--kind", "bar", "--at", "data=zipf"], "error: --at: axis 'data' has no label 'zipf'"),
+    ],
+)
+def test_plot_bad_options_are_one_line_exit_2_and_no_file(quick_results, tmp_path, args, message):
+    out = tmp_path / "fig.png"
+    result = runner.invoke(app, ["plot", str(quick_results), "-o", str(out), *args])
+    assert result.exit_code == 2 and result.stderr.startswith(message)
+    assert result.stderr.count("\n") == 1 and not out.exists()
