@@ -11,7 +11,7 @@ from importlib.metadata import PackageNotFoundError, version
 from .dataset import Dataset
 from .diagnostics import check_estimate, check_mechanism, rr_parameters
 from .domains import Categorical, Domain, Grid, Integers, OnDomain, make_domain, parse_domain
-from .engine import DEFAULT_DELTA, DEFAULT_MAX_ITER, EMResult, Likelihood, check_start, gibu, rank_one_plus_sparse
+from .engine import DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_TOL, EMResult, Likelihood, check_start, gibu
 from .errors import (
     DataError,
     EstimationError,
@@ -25,6 +25,13 @@ from .hookspecs import hookimpl
 from .mechanism import ROW_SUM_TOL, Mechanism
 from .metric import Metric
 from .observations import Observations, ReportGroup
+from .operators import (
+    STRUCTURED_MIN_SIZE,
+    ConvolutionOperator,
+    constant_plus_column,
+    convolution_likelihood,
+    rank_one_plus_sparse,
+)
 from .params import Configurable, Param
 from .privacy import Privacy, geo_level, ldp_level, lip_level
 from .registry import PluginWarning, Registry, get_registry
@@ -39,9 +46,12 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 __all__ = [
     "DEFAULT_DELTA",
     "DEFAULT_MAX_ITER",
+    "DEFAULT_TOL",
     "ROW_SUM_TOL",
+    "STRUCTURED_MIN_SIZE",
     "Categorical",
     "Configurable",
+    "ConvolutionOperator",
     "DataError",
     "Dataset",
     "Domain",
@@ -68,6 +78,8 @@ __all__ = [
     "check_estimate",
     "check_mechanism",
     "check_start",
+    "constant_plus_column",
+    "convolution_likelihood",
     "get_registry",
     "geo_level",
     "gibu",

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import EstimationError, ParameterError
+from .memory import require_memory
 from .observations import Observations, ReportGroup
+from .operators import rank_one_plus_sparse  # noqa: F401  (kept importable from here)
 
 #: default stopping threshold: GIBU stops when |L(t) - L(t-1)| < DEFAULT_DELTA (nats), whatever n is
 DEFAULT_DELTA = 0.01
@@ -105,21 +107,56 @@ class Likelihood:
 
     def em_step(self, theta: np.ndarray) -> tuple[np.ndarray, float]:
         """One GIBU update; returns (theta_next, L(theta)) from a single pass over G."""
+        loglik, grad = self.em_parts(theta)
+        return theta * grad / self.n, loglik
+
+    def em_parts(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
+        """(L(theta), dL/dtheta) from one pass over G: the EM image is theta * gradient / n."""
         p = self.H @ theta
         with np.errstate(divide="ignore"):
             loglik = _dot(self.counts, np.log(p)) + self._constant
         with np.errstate(divide="ignore", invalid="ignore"):
-            nxt = theta * (self.H.T @ (self.counts / p)) / self.n
-        return nxt, loglik
+            grad = np.asarray(self.H.T @ (self.counts / p)).ravel()
+        return loglik, grad
+
+    def certificate(self, grad: np.ndarray) -> tuple[float, float]:
+        """(relative KKT violation, bound on L(MLE) - L(theta)) from the gradient at theta.
+
+        With g = dL/dtheta, sum_x theta_x g_x = n at every theta (each user's posterior sums to 1),
+        and by Jensen's inequality (log is concave; weights c_d / n) for every theta* in the simplex
+
+            L(theta*) - L(theta) = sum_d c_d log((G theta*)_d / (G theta)_d)
+                                 <= n log(sum_x theta*_x g_x / n) <= n log(max_x g_x / n).
+
+        So ``max_x g_x / n - 1`` (>= 0) is the relative KKT violation, zero exactly at an MLE, and
+        ``n log(max_x g_x / n)`` bounds the log-likelihood still to gain: a duality-gap certificate.
+        On a likely subset the bound holds against every MLE, which lies in it (004 Thm. 8.1).
+        """
+        top = float(np.max(grad)) / self.n
+        if not math.isfinite(top):
+            return math.inf, math.inf
+        excess = max(top - 1.0, 0.0)
+        return excess, self.n * math.log1p(excess)
+
+
+#: the stopping rules of :func:`gibu`
+STOP_RULES = ("delta", "kkt")
+#: the fixed-point schemes of :func:`gibu`
+ACCELERATIONS = ("none", "squarem")
+#: default relative KKT violation at which the exact-MLE rule stops
+DEFAULT_TOL = 1e-6
 
 
 @dataclass(frozen=True)
 class EMResult:
     theta: np.ndarray
     loglik: float
-    iterations: int
+    iterations: int  # EM-map evaluations after the start (passes over G, less one)
     converged: bool
-    trace: np.ndarray | None = None  # L(theta^t) for t = 0..iterations
+    trace: np.ndarray | None = None  # L of every evaluated iterate that was kept, in order
+    rule: str = "delta"  # the stopping rule that ran: "delta" or "kkt"
+    kkt: float = math.nan  # relative KKT violation max_x g_x / n - 1 at theta
+    gap: float = math.nan  # n log(1 + kkt) >= L(MLE) - L(theta), in nats
 
 
 def check_start(start: np.ndarray | None, size: int) -> np.ndarray:
@@ -128,7 +165,9 @@ def check_start(start: np.ndarray | None, size: int) -> np.ndarray:
         return np.full(size, 1.0 / size)
     theta = np.asarray(start, dtype=float)
     if theta.shape != (size,):
-        raise ParameterError(f"has {theta.size} entries, the domain has {size}", field="start", hint="give one entry per value")
+        raise ParameterError(
+            f"has {theta.size} entries, the domain has {size}", field="start", hint="give one entry per value"
+        )
     if not np.all(np.isfinite(theta)) or np.any(theta < 0) or not math.isclose(theta.sum(), 1.0, abs_tol=1e-9):
         raise ParameterError("is not a distribution", field="start", hint="give non-negative entries summing to 1")
     if np.any(theta == 0):
@@ -148,80 +187,157 @@ def gibu(
     delta: float | None = None,
     max_iter: int = DEFAULT_MAX_ITER,
     trace: bool = False,
+    stop: str = "delta",
+    tol: float = DEFAULT_TOL,
+    accelerate: str = "none",
 ) -> EMResult:
-    """Run GIBU until |L(t) - L(t-1)| < delta or ``max_iter`` updates.
+    """Run GIBU until its stopping rule holds or after ``max_iter`` evaluations of the EM map.
 
-    ``delta`` is in nats of the whole log-likelihood and defaults to
-    :data:`DEFAULT_DELTA` = 0.01 for every n. L is a sum over the users, but
-    the statistically meaningful differences of L are not: two distributions
-    whose log-likelihoods differ by a fraction of a nat are equally supported
-    by the data, whether there are 10^3 or 10^6 users. A per-user threshold
-    (delta proportional to n) would chase such differences for longer the
-    fewer users there are, and for strongly smoothing mechanisms the MLE they
-    lead to overfits the noise. The returned theta is the last iterate whose
-    log-likelihood is known, so ``loglik`` is exactly L(theta).
+    ``stop="delta"`` is the paper's rule: stop when |L(t) - L(t-1)| < delta, in nats of the whole
+    log-likelihood, by default :data:`DEFAULT_DELTA` = 0.01 for every n. L is a sum over the users,
+    but the statistically meaningful differences of L are not: two distributions whose
+    log-likelihoods differ by a fraction of a nat are equally supported by the data, whether there
+    are 10^3 or 10^6 users. A per-user threshold (delta proportional to n) would chase such
+    differences for longer the fewer users there are, and for strongly smoothing mechanisms the MLE
+    they lead to overfits the noise: early stopping is an estimator in its own right.
+
+    ``stop="kkt"`` computes the exact MLE: it stops when the relative KKT violation
+    max_x g_x / n - 1 is below ``tol``, which certifies L(MLE) - L(theta) <= n log(1 + tol)
+    (:meth:`Likelihood.certificate`); a small step is no such proof.
+
+    ``accelerate="squarem"`` extrapolates the EM map (SQUAREM, scheme S3 of Varadhan and Roland,
+    Scand. J. Stat. 2008) and keeps an extrapolated point only if it is a distribution with full
+    support and does not lower L; otherwise it takes the plain EM step. L never decreases either way.
+
+    The returned theta is the last iterate whose log-likelihood is known, so ``loglik`` is exactly
+    L(theta), and ``kkt``/``gap`` are its certificate.
     """
     theta = check_start(start, likelihood.size)
     if delta is None:
         delta = DEFAULT_DELTA
     if not delta > 0:
         raise ParameterError(f"must be > 0, got {delta}", field="delta", hint="use a positive tolerance")
-    history = []
-    previous = -math.inf
-    iterations = 0
-    converged = False
-    while True:
-        nxt, loglik = likelihood.em_step(theta)
-        if trace:
-            history.append(loglik)
-        if abs(loglik - previous) < delta:
-            converged = True
-            break
-        if iterations == max_iter:
-            break
-        theta, previous = nxt, loglik
-        iterations += 1
-    if not math.isfinite(loglik) or not np.all(np.isfinite(theta)):
+    if not tol > 0:
+        raise ParameterError(
+            f"must be > 0, got {tol}", field="tol", hint="use a positive relative KKT tolerance, e.g. 1e-6"
+        )
+    if stop not in STOP_RULES:
+        raise ParameterError(f"unknown rule {stop!r}", field="stop", hint=f"use one of {', '.join(STOP_RULES)}")
+    if accelerate not in ACCELERATIONS:
+        raise ParameterError(
+            f"unknown scheme {accelerate!r}", field="accelerate", hint=f"use one of {', '.join(ACCELERATIONS)}"
+        )
+    run = _Run(likelihood, delta, max_iter, stop, tol, trace)
+    if accelerate == "squarem":
+        run.squarem(theta)
+    else:
+        run.plain(theta)
+    if not math.isfinite(run.loglik) or not np.all(np.isfinite(run.theta)):
         raise EstimationError(
             "GIBU broke down numerically (non-finite log-likelihood)",
             hint="report this with the scenario; the mechanism's likelihoods may be inconsistent",
         )
-    theta = theta / theta.sum()
-    return EMResult(theta, loglik, iterations, converged, np.array(history) if trace else None)
+    theta = run.theta / run.theta.sum()
+    return EMResult(
+        theta,
+        run.loglik,
+        run.evaluations - 1,
+        run.converged,
+        np.array(run.history) if trace else None,
+        stop,
+        run.kkt,
+        run.gap,
+    )
+
+
+class _Run:
+    """The state of one GIBU run: the kept iterate, its L and certificate, the evaluation count."""
+
+    def __init__(self, likelihood: Likelihood, delta: float, max_iter: int, stop: str, tol: float, trace: bool):
+        self.lik, self.delta, self.max_iter, self.stop, self.tol, self.trace = (
+            likelihood,
+            delta,
+            max_iter,
+            stop,
+            tol,
+            trace,
+        )
+        self.evaluations = 0
+        self.history: list[float] = []
+        self.theta = np.full(likelihood.size, np.nan)
+        self.loglik = self.kkt = self.gap = math.nan
+        self.converged = False
+
+    def evaluate(self, theta: np.ndarray) -> tuple[float, np.ndarray, tuple[float, float]]:
+        """(L(theta), EM image of theta, certificate): one pass over G."""
+        self.evaluations += 1
+        loglik, grad = self.lik.em_parts(theta)
+        return loglik, theta * grad / self.lik.n, self.lik.certificate(grad)
+
+    def keep(self, theta: np.ndarray, loglik: float, cert: tuple[float, float], previous: float) -> bool:
+        """Record ``theta`` as the current iterate; True if the run must stop there."""
+        self.theta, self.loglik, (self.kkt, self.gap) = theta, loglik, cert
+        if self.trace:
+            self.history.append(loglik)
+        if self.stop == "kkt":
+            self.converged = self.kkt < self.tol
+        else:
+            self.converged = abs(loglik - previous) < self.delta
+        return self.converged or self.evaluations > self.max_iter
+
+    def plain(self, theta: np.ndarray) -> None:
+        previous = -math.inf
+        while True:
+            loglik, image, cert = self.evaluate(theta)
+            if self.keep(theta, loglik, cert, previous):
+                return
+            theta, previous = image, loglik
+
+    def squarem(self, theta0: np.ndarray) -> None:
+        # One cycle: theta1 = F(theta0), theta2 = F(theta1), r = theta1 - theta0, v = theta2 - 2 theta1 + theta0,
+        # alpha = -|r| / |v| (S3), theta' = theta0 - 2 alpha r + alpha^2 v; then F(theta') starts the next cycle.
+        # alpha = -1 gives theta2 exactly; steps are capped at step_max, which grows while they succeed.
+        step_max = 1.0
+        loglik0, image0, cert0 = self.evaluate(theta0)
+        if self.keep(theta0, loglik0, cert0, -math.inf):
+            return
+        while True:
+            theta1 = image0
+            loglik1, theta2, cert1 = self.evaluate(theta1)
+            if self.keep(theta1, loglik1, cert1, loglik0):
+                return
+            r = theta1 - theta0
+            v = theta2 - theta1 - r
+            norm_v = float(np.linalg.norm(v))
+            alpha = -float(np.linalg.norm(r)) / norm_v if norm_v > 0 else -1.0
+            capped = alpha <= -step_max
+            alpha = max(min(alpha, -1.0), -step_max)
+            candidate = theta0 - 2 * alpha * r + alpha * alpha * v
+            while alpha < -1.0 and not np.all(candidate > 0):  # back towards theta2, which is positive
+                alpha = (alpha - 1.0) / 2 if alpha < -1.01 else -1.0
+                candidate = theta0 - 2 * alpha * r + alpha * alpha * v if alpha < -1.0 else theta2
+            if alpha < -1.0:
+                candidate = candidate / candidate.sum()
+                loglik, image, cert = self.evaluate(candidate)
+                if loglik >= loglik1:  # the safeguard: an extrapolation never lowers L
+                    if capped and alpha == -step_max:
+                        step_max *= 4
+                    theta0, loglik0, image0 = candidate, loglik, image
+                    if self.keep(candidate, loglik, cert, loglik1):
+                        return
+                    continue
+                step_max = max(1.0, step_max / 4)
+            elif capped:
+                step_max *= 4  # the plain step was all the cap allowed: allow longer ones
+            theta0 = theta2  # the plain EM step
+            loglik0, image0, cert0 = self.evaluate(theta0)
+            if self.keep(theta0, loglik0, cert0, loglik1):
+                return
 
 
 def _dot(a: np.ndarray, b: np.ndarray) -> float:
     """sum(a * b) without BLAS: its threaded 1-D dot stalls when other processes load the cores."""
     return float(np.einsum("d,d->", a, b))
-
-
-def rank_one_plus_sparse(support, r: float):  # noqa: ANN001  (a scipy.sparse CSR matrix)
-    """H = r 1 1^T + (1 - r) S as a scipy LinearOperator: H[d, x] = 1 where S[d, x] = 1, else r.
-
-    The likelihood of a report that only says "x is in this set" (unary encodings, local
-    hashing) has this shape, up to a per-report factor: mechanisms return it from
-    ``_likelihood_operator`` so GIBU never forms a dense (reports x values) array.
-    """
-    from scipy.sparse.linalg import LinearOperator
-
-    one_minus_r = -math.expm1(math.log(r))  # no cancellation for r close to 1 (small eps)
-    support_t = support.T  # a CSC view, no copy
-
-    def matvec(theta: np.ndarray) -> np.ndarray:
-        theta = np.ravel(theta)
-        return r * theta.sum() + one_minus_r * (support @ theta)
-
-    def rmatvec(w: np.ndarray) -> np.ndarray:
-        w = np.ravel(w)
-        return r * w.sum() + one_minus_r * (support_t @ w)
-
-    def matmat(m: np.ndarray) -> np.ndarray:
-        return r * m.sum(axis=0, keepdims=True) + one_minus_r * (support @ m)
-
-    def rmatmat(m: np.ndarray) -> np.ndarray:
-        return r * m.sum(axis=0, keepdims=True) + one_minus_r * (support_t @ m)
-
-    return LinearOperator(support.shape, matvec=matvec, rmatvec=rmatvec, matmat=matmat, rmatmat=rmatmat, dtype=float)
 
 
 def _block(group: ReportGroup) -> tuple[np.ndarray, object]:
@@ -230,6 +346,13 @@ def _block(group: ReportGroup) -> tuple[np.ndarray, object]:
         parts = group.plan[0].likelihood_operator(group.reports)
         if parts is not None:
             return parts
+    rows, size = group.reports.shape[0], group.plan[0].domain.size
+    require_memory(
+        24.0 * rows * size,  # the log-likelihoods, their sum over the plan and the rescaled rows
+        f"the dense {rows} x {size} likelihood of plan [{', '.join(m.name for m in group.plan)}]",
+        hint="use one mechanism with a structured likelihood per user (k-RR, geometric, laplace, exponential, "
+        "planar, unary, local hashing), fewer distinct reports or fewer values",
+    )
     log_g = group.log_likelihood()
     shift = log_g.max(axis=1)
     with np.errstate(invalid="ignore"):
@@ -247,7 +370,9 @@ def _columns(op, support: np.ndarray):
         x[support] = np.ravel(theta)
         return op @ x
 
-    return LinearOperator((op.shape[0], int(support.sum())), matvec=matvec, rmatvec=lambda w: (op.T @ np.ravel(w))[support], dtype=float)
+    return LinearOperator(
+        (op.shape[0], int(support.sum())), matvec=matvec, rmatvec=lambda w: (op.T @ np.ravel(w))[support], dtype=float
+    )
 
 
 def _stack(blocks: list):

@@ -26,6 +26,7 @@ import numpy as np
 
 from .domains import OnDomain
 from .errors import EstimationError
+from .memory import require_memory
 from .privacy import Privacy
 
 #: rows of a mechanism matrix must sum to 1 within this tolerance
@@ -94,6 +95,11 @@ class Mechanism(OnDomain):
         """
         return None
 
+    def _output_count(self) -> int | None:
+        """Optional: the number of columns :meth:`_matrix` would return, known without building it,
+        so that a matrix too large for this machine is refused before it is allocated."""
+        return None
+
     def _unbiased_estimate(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
         """Optional: an unbiased estimate of the distribution (may leave the simplex) from
         distinct reports and their counts, for matrix-inversion estimators when the
@@ -109,6 +115,14 @@ class Mechanism(OnDomain):
     @cached_property
     def matrix(self) -> np.ndarray | None:
         """The validated, read-only row-stochastic matrix (None for infinite outputs)."""
+        outputs = self._output_count()
+        if outputs is not None:
+            k = self.domain.size
+            require_memory(
+                16.0 * k * outputs,  # the matrix and one temporary of its size
+                f"the dense {k} x {outputs} matrix of {self.name}",
+                hint="estimate with ibu (it uses the mechanism's structured likelihood), or use fewer values",
+            )
         m = self._matrix()
         if m is None:
             return None

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ldpsim import Mechanism, Param, Privacy, hookimpl
+from ldpsim import STRUCTURED_MIN_SIZE, Mechanism, Param, Privacy, constant_plus_column, hookimpl
 
 
 class KRR(Mechanism):
@@ -40,6 +40,19 @@ class KRR(Mechanism):
         keep = rng.random(values.shape[0]) < self._keep
         other = (values + 1 + rng.integers(0, k - 1, size=values.shape[0])) % k
         return np.where(keep, values, other)[:, None]
+
+    def _output_count(self) -> int:
+        return self.domain.size
+
+    def _likelihood_operator(self, reports: np.ndarray):  # noqa: ANN202
+        return self.structured_likelihood(reports) if self.domain.size >= STRUCTURED_MIN_SIZE else None
+
+    def structured_likelihood(self, reports: np.ndarray):  # noqa: ANN201
+        """(shift, H): P(z|x) = keep at x = z, other elsewhere, so H = 1 at the report and e^-eps elsewhere."""
+        z = reports[:, 0]
+        if z.size and (z.min() < 0 or z.max() >= self.domain.size):
+            super()._log_likelihood(reports)  # raises, naming the bad report
+        return np.full(z.shape[0], math.log(self._keep)), constant_plus_column(z, self.domain.size, math.exp(-self.eps))
 
     def _likely_subset(self, reports: np.ndarray) -> np.ndarray:
         # 004 Prop. 8.4: the reported values. An unreported x' is beaten by any reported x

@@ -1,0 +1,280 @@
+"""Structured likelihood operators: GIBU's ``H`` without a dense (reports x values) array.
+
+A mechanism's ``_likelihood_operator(reports)`` returns ``(shift, H)`` with
+``P(report_d | x) = exp(shift_d) H[d, x]`` (see :mod:`ldpsim.engine`). GIBU only
+needs ``H @ theta`` and ``H.T @ w``; when the mechanism has structure these cost
+far less than a dense product:
+
+* :func:`constant_plus_column`: ``H[d, x] = 1`` at the reported value, ``r``
+  elsewhere (k-RR, the exponential mechanism on categories): O(|X| + D).
+* :func:`rank_one_plus_sparse`: ``r`` off a sparse 0/1 pattern (unary
+  encodings, local hashing).
+* :func:`convolution_likelihood`: translation-invariant noise on a line or a
+  grid, reported as a cell of an output window with positions beyond the
+  window clamped to its edge (truncated geometric, Laplace, exponential,
+  planar mechanisms): one FFT product per application, O(|X| log |X|).
+
+Rows keep their per-report scale (``max_x H[d, x]`` is 1, or within a small
+factor of it), so nothing underflows however small eps * distance is; entries
+that are below ~1e-308 of their row's maximum (far cells on a big grid) are
+zero, as they are in the dense matrix.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import fft
+from scipy.sparse.linalg import LinearOperator
+
+#: below this many values a dense likelihood is faster than a structured one (measured: numpy's
+#: dense products beat the FFT's fixed costs on small domains)
+STRUCTURED_MIN_SIZE = 128
+
+#: an FFT product entry whose value is below GUARD times its rounding-error bound is recomputed
+#: exactly, so every entry of H @ theta has a relative error below 1 / GUARD
+GUARD = 1e9
+
+_EPS = np.finfo(float).eps
+
+
+def constant_plus_column(columns: np.ndarray, size: int, r: float) -> LinearOperator:
+    """``H[d, x] = 1`` if ``x == columns[d]``, else ``r`` (0 <= r <= 1), in O(size + D) per product.
+
+    The likelihood of k-ary randomized response rescaled by its largest entry:
+    ``P(z | x) = p`` at ``x = z`` and ``q`` elsewhere, so ``r = q / p``.
+    """
+    columns = np.asarray(columns, dtype=np.int64).ravel()
+    one_minus_r = 1.0 - r
+
+    def matvec(theta: np.ndarray) -> np.ndarray:
+        theta = np.ravel(theta)
+        return r * theta.sum() + one_minus_r * theta[columns]
+
+    def rmatvec(w: np.ndarray) -> np.ndarray:
+        w = np.ravel(w)
+        return r * w.sum() + one_minus_r * np.bincount(columns, weights=w, minlength=size)
+
+    def matmat(m: np.ndarray) -> np.ndarray:
+        return r * m.sum(axis=0, keepdims=True) + one_minus_r * m[columns]
+
+    return LinearOperator((columns.size, size), matvec=matvec, rmatvec=rmatvec, matmat=matmat, dtype=float)
+
+
+def rank_one_plus_sparse(support, r: float) -> LinearOperator:  # noqa: ANN001  (a scipy.sparse CSR matrix)
+    """H = r 1 1^T + (1 - r) S as a scipy LinearOperator: H[d, x] = 1 where S[d, x] = 1, else r.
+
+    The likelihood of a report that only says "x is in this set" (unary encodings, local
+    hashing) has this shape, up to a per-report factor: mechanisms return it from
+    ``_likelihood_operator`` so GIBU never forms a dense (reports x values) array.
+    """
+    one_minus_r = -math.expm1(math.log(r))  # no cancellation for r close to 1 (small eps)
+    support_t = support.T  # a CSC view, no copy
+
+    def matvec(theta: np.ndarray) -> np.ndarray:
+        theta = np.ravel(theta)
+        return r * theta.sum() + one_minus_r * (support @ theta)
+
+    def rmatvec(w: np.ndarray) -> np.ndarray:
+        w = np.ravel(w)
+        return r * w.sum() + one_minus_r * (support_t @ w)
+
+    def matmat(m: np.ndarray) -> np.ndarray:
+        return r * m.sum(axis=0, keepdims=True) + one_minus_r * (support @ m)
+
+    def rmatmat(m: np.ndarray) -> np.ndarray:
+        return r * m.sum(axis=0, keepdims=True) + one_minus_r * (support_t @ m)
+
+    return LinearOperator(support.shape, matvec=matvec, rmatvec=rmatvec, matmat=matmat, rmatmat=rmatmat, dtype=float)
+
+
+class ConvolutionOperator(LinearOperator):
+    """Row-rescaled likelihood of noise ``kernel`` around the true value, clamped to an output window.
+
+    ``P(z | x) = s_x * sum of kernel[o] over the offsets o with clamp(x + o) = z``, where clamp moves
+    each coordinate into the window ``[start, start + window)`` (or, with ``clamp=False``, is the
+    identity: outputs are positions, and offsets beyond the kernel have probability 0). Build it with
+    :func:`convolution_likelihood`.
+
+    Products are one real FFT convolution of the values' grid with the kernel (its spectrum computed
+    once) plus cumulative sums folding the positions beyond the window onto its edges. Their error is
+    absolute (about machine precision times the norms of kernel and vector); the rare entries of
+    ``H @ theta`` small enough for that to matter are recomputed as exact dot products (:data:`GUARD`).
+    """
+
+    def __init__(self, kernel, shape, outputs, start, window, clamp, column_scale):  # noqa: ANN001
+        self.kernel = kernel
+        self.grid = tuple(shape)
+        self.half = tuple((s - 1) // 2 for s in kernel.shape)
+        self.outputs = outputs  # (D, ndim) window coordinates
+        self.start = tuple(start)
+        self.window = tuple(window)
+        self.clamp = clamp
+        self.column_scale = column_scale  # (size,) or None
+        self.full = tuple(n + 2 * h for n, h in zip(self.grid, self.half))  # positions -h .. n-1+h
+        self.fft_shape = tuple(fft.next_fast_len(n, real=True) for n in self.full)
+        self.spectrum = fft.rfftn(kernel, self.fft_shape)
+        self.positions = outputs + np.asarray(self.start)  # the reports' cells in domain coordinates
+        self.flat_outputs = np.ravel_multi_index(tuple(outputs.T), self.window)
+        self._cumulative: dict[tuple[str, ...], np.ndarray] = {}
+        self.classes = self._row_classes()
+        reference = self._at(self.classes, self.positions, self.positions)
+        if column_scale is not None:
+            reference = reference * column_scale[np.ravel_multi_index(tuple(self.positions.T), self.grid)]
+        with np.errstate(divide="ignore"):
+            self.shift = np.log(reference)
+        self.row_scale = np.where(reference > 0, 1.0 / np.where(reference > 0, reference, 1.0), 0.0)
+        # per axis: the window coordinate each position t (= index - half) folds onto, and where each starts
+        self._fold = []
+        for n, h, s, w in zip(self.grid, self.half, self.start, self.window):
+            where = np.clip(np.arange(n + 2 * h) - h - s, 0, w - 1)
+            self._fold.append((where, np.searchsorted(where, np.arange(w))))
+        self._kernel_norm = float(np.linalg.norm(kernel))
+        self._log_fft = math.log2(max(2, math.prod(self.fft_shape)))
+        super().__init__(float, (outputs.shape[0], math.prod(self.grid)))
+
+    # ----------------------------------------------------------------- products
+    def _convolve(self, theta: np.ndarray) -> np.ndarray:
+        """Noise masses at every reachable position (unclamped), shape ``full``."""
+        grid = theta.reshape(self.grid)
+        if self.column_scale is not None:
+            grid = grid * self.column_scale.reshape(self.grid)
+        out = fft.irfftn(fft.rfftn(grid, self.fft_shape) * self.spectrum, self.fft_shape)
+        return out[tuple(slice(0, n) for n in self.full)]
+
+    def _window_masses(self, theta: np.ndarray) -> np.ndarray:
+        """P(z | theta) for every window cell z, unscaled."""
+        y = self._convolve(theta)
+        if self.clamp:
+            for axis, (_, starts) in enumerate(self._fold):
+                y = np.add.reduceat(y, starts, axis=axis)
+        else:
+            y = y[tuple(slice(h + s, h + s + w) for h, s, w in zip(self.half, self.start, self.window))]
+        return y
+
+    def _matvec(self, theta: np.ndarray) -> np.ndarray:
+        theta = np.ravel(theta).astype(float, copy=False)
+        y = np.maximum(self._window_masses(theta).ravel()[self.flat_outputs], 0.0)
+        scale = theta if self.column_scale is None else theta * self.column_scale
+        bound = 8 * _EPS * self._log_fft * self._kernel_norm * float(np.linalg.norm(scale))
+        if self.clamp:
+            bound *= math.sqrt(math.prod(self.full))  # folding sums up to that many rounded entries
+        small = np.flatnonzero(y < GUARD * bound)
+        if small.size:
+            y[small] = self.rows(small) @ theta
+        return y * self.row_scale
+
+    def _rmatvec(self, w: np.ndarray) -> np.ndarray:
+        w = np.ravel(w).astype(float, copy=False) * self.row_scale
+        v = np.bincount(self.flat_outputs, weights=w, minlength=math.prod(self.window)).reshape(self.window)
+        if self.clamp:
+            u = v[np.ix_(*(where for where, _ in self._fold))]  # each position gets its window cell's weight
+        else:
+            u = np.zeros(self.full)
+            u[tuple(slice(h + s, h + s + n) for h, s, n in zip(self.half, self.start, self.window))] = v
+        g = fft.irfftn(fft.rfftn(u, self.fft_shape) * np.conj(self.spectrum), self.fft_shape)
+        g = np.maximum(g[tuple(slice(0, n) for n in self.grid)].ravel(), 0.0)
+        return g if self.column_scale is None else g * self.column_scale
+
+    def _matmat(self, m: np.ndarray) -> np.ndarray:
+        return np.column_stack([self._matvec(col) for col in np.asarray(m).T])
+
+    def _rmatmat(self, m: np.ndarray) -> np.ndarray:
+        return np.column_stack([self._rmatvec(col) for col in np.asarray(m).T])
+
+    # ------------------------------------------------------------ exact entries
+    def rows(self, rows: np.ndarray | Sequence[int]) -> np.ndarray:
+        """Exact unscaled rows P(z_d | x) for the given reports, (len(rows), |X|), as sums of positive terms."""
+        rows = np.asarray(rows, dtype=np.int64)
+        cells = np.indices(self.grid).reshape(len(self.grid), -1).T  # (size, ndim)
+        out = np.empty((rows.size, cells.shape[0]))
+        for i, d in enumerate(rows):
+            out[i] = self._at(self.classes[d], np.broadcast_to(self.positions[d], cells.shape), cells)
+        if self.column_scale is not None:
+            out *= self.column_scale
+        return out
+
+    def _row_classes(self) -> np.ndarray:
+        """(D, ndim): how each report's coordinate collects offsets: one (0), all up to (1) or from (2)
+        its own (the window's first or last cell), or all of them (3, a window one cell wide)."""
+        classes = np.zeros(self.outputs.shape, dtype=np.int64)
+        if self.clamp:
+            for axis, w in enumerate(self.window):
+                o = self.outputs[:, axis]
+                classes[:, axis] = 3 if w == 1 else np.where(o == 0, 1, np.where(o == w - 1, 2, 0))
+        return classes
+
+    def _cumulated(self, cls: tuple[int, ...]) -> np.ndarray:
+        """The kernel summed, per axis, over the offsets a window edge collects (prefix/suffix sums of positives)."""
+        if cls not in self._cumulative:
+            k = self.kernel
+            for axis, c in enumerate(cls):
+                if c == 1:
+                    k = np.cumsum(k, axis=axis)
+                elif c == 2:
+                    k = np.flip(np.cumsum(np.flip(k, axis), axis=axis), axis)
+                elif c == 3:
+                    k = np.broadcast_to(k.sum(axis=axis, keepdims=True), k.shape)
+            self._cumulative[cls] = k
+        return self._cumulative[cls]
+
+    def _at(self, classes: np.ndarray, positions: np.ndarray, cells: np.ndarray) -> np.ndarray:
+        """Unscaled P(report at ``positions`` | value at ``cells``), elementwise; ``classes`` per report or one row."""
+        index = positions - cells + np.asarray(self.half)  # kernel index of the offset z - x
+        top = np.asarray(self.kernel.shape) - 1
+        classes = np.broadcast_to(classes, index.shape)
+        # an offset beyond the kernel: no mass, unless the report collects every offset on that side
+        empty = np.any(
+            ((classes == 0) & ((index < 0) | (index > top)))
+            | ((classes == 1) & (index < 0))
+            | ((classes == 2) & (index > top)),
+            axis=1,
+        )
+        index = np.clip(index, 0, top)
+        out = np.zeros(positions.shape[0])
+        for cls in np.unique(classes, axis=0):
+            sel = np.all(classes == cls, axis=1)
+            out[sel] = self._cumulated(tuple(int(c) for c in cls))[tuple(index[sel].T)]
+        return np.where(empty, 0.0, out)
+
+
+def convolution_likelihood(
+    kernel: np.ndarray,
+    shape: Sequence[int],
+    outputs: np.ndarray,
+    *,
+    start: Sequence[int] | None = None,
+    window: Sequence[int] | None = None,
+    clamp: bool = True,
+    column_scale: np.ndarray | None = None,
+) -> tuple[np.ndarray, ConvolutionOperator]:
+    """``(shift, H)`` for reports of translation-invariant noise on a line or grid of ``shape`` values.
+
+    ``kernel`` (odd length per axis, centred) holds the noise mass of each offset o = z - x; with
+    ``clamp`` its first and last entries may stand for every offset beyond them (folded tails), which
+    is exact when the kernel reaches at least ``shape`` cells each way, as positions there lie outside
+    any window. ``outputs`` are the reports' cells in window coordinates, (D, ndim) or (D,) on a line;
+    the window is ``[start, start + window)`` per axis (default: the whole domain). ``column_scale``
+    multiplies column x (a per-value normalizer, e.g. the exponential mechanism's 1 / Z_x).
+    ``exp(shift_d)`` is P(z_d | x) at the value x in the report's own cell: the row maximum for any
+    kernel that decreases away from offset 0.
+    """
+    kernel = np.asarray(kernel, dtype=float)
+    shape = tuple(int(s) for s in shape)
+    if kernel.ndim != len(shape) or any(s % 2 == 0 for s in kernel.shape):
+        raise ValueError(f"kernel must have odd length on each of {len(shape)} axes, got shape {kernel.shape}")
+    if np.any(kernel < 0) or not np.all(np.isfinite(kernel)):
+        raise ValueError("kernel entries must be finite and >= 0")
+    outputs = np.asarray(outputs, dtype=np.int64).reshape(-1, len(shape))
+    start = tuple(int(s) for s in (start if start is not None else (0,) * len(shape)))
+    window = tuple(int(w) for w in (window if window is not None else np.subtract(shape, start)))
+    if any(s < 0 or w < 1 or s + w > n for s, w, n in zip(start, window, shape)):
+        raise ValueError(f"window start {start}, size {window} does not fit in {shape}")
+    if outputs.size and (np.any(outputs < 0) or np.any(outputs >= np.asarray(window))):
+        raise ValueError("outputs must be window coordinates")
+    if column_scale is not None:
+        column_scale = np.asarray(column_scale, dtype=float).ravel()
+    op = ConvolutionOperator(kernel, shape, outputs, start, window, clamp, column_scale)
+    return op.shift, op
