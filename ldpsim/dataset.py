@@ -7,6 +7,7 @@ from typing import ClassVar
 import numpy as np
 
 from .domains import OnDomain
+from .memory import require_memory
 
 
 class Dataset(OnDomain):
@@ -14,6 +15,12 @@ class Dataset(OnDomain):
 
     A dataset backed by a fixed set of records (a file) sets :attr:`size`;
     a scenario that does not give ``users`` then uses all of them.
+
+    Simulations only need how many users hold each value
+    (:meth:`sample_counts`); a dataset that can draw those counts directly
+    (a multinomial for a known distribution, a multivariate hypergeometric for
+    records drawn without replacement) overrides :meth:`_sample_counts`, and
+    its cost no longer grows with the number of users.
     """
 
     kind: ClassVar[str] = "dataset"
@@ -38,6 +45,38 @@ class Dataset(OnDomain):
         if int(n) != n or n < 1:
             raise ValueError("n must be a positive integer")
         values = np.asarray(self._sample(int(n), rng))
-        if values.shape != (n,) or (values.size and (values.dtype.kind not in "iu" or values.min() < 0 or values.max() >= self.domain.size)):
+        if values.shape != (n,) or (
+            values.size and (values.dtype.kind not in "iu" or values.min() < 0 or values.max() >= self.domain.size)
+        ):
             raise ValueError(f"{self!r}._sample must return {n} domain indices")
         return values.astype(np.int64, copy=False)
+
+    def _sample_counts(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """Number of users per value; default: count :meth:`sample`'s values (same law, O(n) memory)."""
+        require_memory(
+            2 * 8 * n,
+            f"drawing the values of {n} users one by one from {self!r}",
+            hint="use fewer users, or a dataset that draws counts per value (the synthetic ones do)",
+        )
+        return np.bincount(self.sample(n, rng), minlength=self.domain.size)
+
+    def sample_counts(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """How many of ``n`` users hold each value of the domain: (|X|,) int64 summing to ``n``.
+
+        Same law as ``bincount(sample(n, rng))``, without a value per user.
+        """
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError("rng must be a numpy.random.Generator, e.g. numpy.random.default_rng(seed)")
+        if int(n) != n or n < 1:
+            raise ValueError("n must be a positive integer")
+        counts = np.asarray(self._sample_counts(int(n), rng))
+        if (
+            counts.shape != (self.domain.size,)
+            or counts.dtype.kind not in "iu"
+            or counts.min() < 0
+            or int(counts.sum()) != n
+        ):
+            raise ValueError(
+                f"{self!r}._sample_counts must return {self.domain.size} non-negative counts summing to {n}"
+            )
+        return counts.astype(np.int64, copy=False)

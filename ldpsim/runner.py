@@ -7,9 +7,13 @@ edited between two runs is read again.
 
 Randomness is derived, never shared: task ``(i, j, ..., rep)`` seeds its
 generators from ``SeedSequence(seed, spawn_key=(i, j, ..., rep, stream, ...))``
-with stream 0 for the dataset draw, 1 for the assignment of users to cohorts,
-``(2, cohort, report)`` for each report of each cohort and ``(3, cohort)`` for
-the values of a cohort with its own dataset. A task's result
+with stream 0 for the dataset's value counts (``Dataset.sample_counts``), 1
+for splitting them among the cohorts (sequential multivariate hypergeometric
+draws, in cohort order), ``(2, cohort, report)`` for each report of each
+cohort (one multinomial per value for a single report through a finite
+matrix, else the mechanism's sampler on users grouped by value, in chunks;
+see :mod:`ldpsim.simulation`) and ``(3, cohort)`` for the value counts of a
+cohort with its own dataset. A task's result
 therefore depends only on the scenario and its own position in the grid, not
 on the worker that ran it or on the other tasks; raising ``repetitions`` keeps
 the earlier repetitions identical.
@@ -33,6 +37,7 @@ from .noisy import noisy_distribution
 from .observations import Observations
 from .registry import get_registry
 from .scenario import Builder, Point, Scenario, Setup, load_scenario, parse_override
+from .simulation import cohort_group, split_counts
 
 Progress = Callable[[int, int], None]
 
@@ -86,21 +91,20 @@ def simulate(task: Task, builder: Builder | None = None) -> tuple[Setup, np.ndar
     """A task's population: its setup, the distribution of true values, the aggregated reports."""
     setup = (builder or _builder_for(task)).setup(task.point)
     key = task.key
-    order = _rng(task.seed, *key, 1).permutation(setup.users)
-    values = setup.dataset.sample(setup.users, _rng(task.seed, *key, 0))
-    data = []
-    start = 0
-    for c, cohort in enumerate(setup.cohorts):
-        members = order[start : start + cohort.users]
-        start += cohort.users
+    counts = setup.dataset.sample_counts(setup.users, _rng(task.seed, *key, 0))
+    shares = split_counts(counts, [cohort.users for cohort in setup.cohorts], _rng(task.seed, *key, 1))
+    held = np.zeros(setup.domain.size, dtype=np.int64)
+    groups = []
+    for c, (cohort, share) in enumerate(zip(setup.cohorts, shares)):
         if not cohort.users:
             continue
         if cohort.dataset is not None:  # heterogeneous users: this cohort draws its own values
-            values[members] = cohort.dataset.sample(cohort.users, _rng(task.seed, *key, 3, c))
-        reports = [mech.sample(values[members], _rng(task.seed, *key, 2, c, j)) for j, mech in enumerate(cohort.plan)]
-        data.append((cohort.plan, np.concatenate(reports, axis=1)))
-    truth = np.bincount(values, minlength=setup.domain.size) / setup.users
-    return setup, truth, Observations.from_reports(setup.domain, data)
+            share = cohort.dataset.sample_counts(cohort.users, _rng(task.seed, *key, 3, c))
+        held += share
+        rngs = [_rng(task.seed, *key, 2, c, j) for j in range(len(cohort.plan))]
+        groups.append(cohort_group(cohort.plan, share, rngs))
+    truth = held / setup.users
+    return setup, truth, Observations(setup.domain, [g for g in groups if g is not None])
 
 
 def run_task(task: Task, builder: Builder | None = None) -> TaskResult:

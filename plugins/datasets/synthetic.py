@@ -21,6 +21,11 @@ class _FromPmf(Dataset):
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.choice(self.domain.size, size=n, p=self.pmf())
 
+    def _sample_counts(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        # iid users: the counts per value are multinomial, drawn in O(|X|) whatever n is
+        pmf = self.pmf()
+        return rng.multinomial(n, pmf / pmf.sum())
+
 
 class Binomial(_FromPmf):
     """Binomial(k-1, p) on the k values of an integers domain, in order."""
