@@ -28,7 +28,7 @@ class CsvColumn(Dataset):
         table = Table(self.path)
         (position,) = table.positions([self.column], fields=["column"])
         parts = []
-        for start, (text,) in table.chunks([position]):
+        for start, (text,) in table.chunks([position], text=self.domain.name != "integers"):
             if self.domain.name == "integers":
                 parts.append(numbers(text, table, start, self.column, integer=True))
             else:
