@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from ldpsim_plugins.datasets.gowalla import SF, Box, OutsideBoxWarning
 from ldpsim_plugins.datasets.reading import progress
 from rich.console import Console
+from scipy import stats
 from typer.testing import CliRunner
 
 import ldpsim
@@ -101,9 +102,14 @@ def test_without_replacement_users_are_the_population(rng):
     ds = adult()
     everyone = ds.sample(ds.size, rng)
     np.testing.assert_array_equal(np.bincount(everyone, minlength=AGES.size), ds.counts)
+    np.testing.assert_array_equal(ds.sample_counts(ds.size, rng), ds.counts)
     with pytest.raises(DataError, match=r"users: asks for 48843 users but the population has 48842 records"):
         ds.sample(ds.size + 1, rng)
     assert adult(replace=True).sample(ds.size + 1, rng).shape == (ds.size + 1,)
+    drawn = adult(replace=True).sample_counts(10**6, rng)  # with replacement: iid from the ages' distribution
+    keep = ds.counts >= 20
+    expected = 10**6 * ds.distribution()[keep]
+    assert stats.chisquare(drawn[keep], expected * drawn[keep].sum() / expected.sum()).pvalue > 1e-4
 
 
 @given(n=st.integers(1, 48_842), seed=st.integers(0, 2**32))
@@ -111,6 +117,8 @@ def test_a_sample_without_replacement_never_takes_more_than_there_are(n, seed):
     ds = _ADULT
     drawn = np.bincount(ds.sample(n, np.random.default_rng(seed)), minlength=AGES.size)
     assert drawn.sum() == n and np.all(drawn <= ds.counts)
+    counted = ds.sample_counts(n, np.random.default_rng(seed))
+    assert counted.sum() == n and np.all(counted <= ds.counts)
 
 
 _ADULT = make("dataset", "adult-ages", AGES)

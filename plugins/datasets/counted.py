@@ -36,17 +36,20 @@ class Counted(Dataset):
         """The population's empirical distribution."""
         return self.counts / self.size
 
-    def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+    def _sample_counts(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        # counts per value directly: the cost follows the domain, not the number of users
         if self.replace:
-            return rng.choice(self.domain.size, size=n, p=self.distribution())
+            return rng.multinomial(n, self.distribution())
         if n > self.size:
             raise DataError(
                 f"asks for {n} users but the population has {self.size} records",
                 field="users",
                 hint=f"use at most {self.size} users or set replace = true",
             )
-        drawn = rng.multivariate_hypergeometric(self.counts, n)  # n records without replacement, as counts
-        return rng.permutation(np.repeat(np.arange(self.domain.size), drawn))
+        return rng.multivariate_hypergeometric(self.counts, n)
+
+    def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return rng.permutation(np.repeat(np.arange(self.domain.size), self._sample_counts(n, rng)))
 
 
 def read_shipped(name: str, columns: list[str]) -> list[np.ndarray]:
