@@ -33,10 +33,8 @@ def metric_long_name(metric: Metric) -> str:
 
 
 def metric_units(metric: Metric, domain: Domain) -> str:
-    units = getattr(type(metric), "units", "")
-    if units == "distance":
-        return distance_unit(domain)
-    return units if isinstance(units, str) else ""
+    units = type(metric).units
+    return distance_unit(domain) if units == "distance" else units
 
 
 def distance_unit(domain: Domain) -> str:

@@ -21,6 +21,9 @@ class Metric(Configurable):
     kind: ClassVar[str] = "metric"
     #: domain kinds the metric works on; None means any
     domain_kinds: ClassVar[tuple[str, ...] | None] = None
+    #: unit of the metric's values, shown on plot axes; "distance" means the domain's distance
+    #: unit (a grid's ``unit``, e.g. km), "" means unitless
+    units: ClassVar[str] = ""
 
     def _check_domain(self, domain: Domain) -> None:
         """Further checks of the domain against the parameters; raise ParameterError."""

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from scipy.optimize import linprog
 from scipy.stats import wasserstein_distance
 
+import ldpsim
 from ldpsim import Categorical, Grid, Integers
 
 dists = st.integers(2, 25).flatmap(
@@ -68,3 +69,12 @@ def test_emd_on_categories_is_tv():
 def test_metric_checks_lengths():
     with pytest.raises(ValueError, match="needs two vectors of length 3"):
         make("metric", "tv")([0.5, 0.5], [0.5, 0.5], Categorical(values=list("abc")))
+
+
+def test_emd_is_in_the_grids_distance_unit_and_tv_is_unitless():
+    from ldpsim.labels import metric_units
+
+    registry = ldpsim.get_registry()
+    km = ldpsim.Grid(rows=2, cols=3, cell=0.5, unit="km")
+    assert metric_units(registry.create("metric", "emd"), km) == "km"
+    assert metric_units(registry.create("metric", "tv"), km) == ""
