@@ -66,31 +66,73 @@ def run(
         list[str],
         typer.Option("--set", "-s", metavar="KEY=VALUE", help="override a field, e.g. users=1000 or cohorts.all.reports.0.eps=2"),
     ] = [],  # noqa: B006
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="worker processes")] = 1,
+    executor: Annotated[
+        str | None,
+        typer.Option(
+            "--executor",
+            "-e",
+            help="serial (this process), processes (a local pool; the default) or dask (a Dask cluster; needs ldpsim[dask])",
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option("--workers", "--jobs", "-j", help="worker processes (default: the CPUs); --jobs is an alias"),
+    ] = None,
+    scheduler: Annotated[
+        str | None,
+        typer.Option(
+            "--scheduler", metavar="ADDRESS", help="a running Dask scheduler, e.g. tcp://10.0.0.5:8786 (implies --executor dask)"
+        ),
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="skip the runs an interrupted run finished (kept in <output>.partial)")
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar or summary")] = False,
 ) -> None:
     """Run a scenario and write its results as netCDF4."""
+    from .checkpoint import Checkpoint
+    from .executors import check as check_executor
     from .results import check_output, save_results
     from .runner import execute
     from .scenario import load_scenario
 
+    executor = executor or ("dask" if scheduler else "processes")
     with user_errors(f"{scenario}: "):
+        check_executor(executor, workers, scheduler)
         loaded = load_scenario(scenario, set_)
         target = check_output(output if output is not None else Path(f"{scenario.stem}.nc"))
         started = time.perf_counter()
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=err,
-            disable=quiet,
-            transient=True,
-        ) as bar:
-            task = bar.add_task(loaded.name, total=None)
-            ds = execute(loaded, jobs=jobs, progress=lambda done, total: bar.update(task, completed=done, total=total))
+        checkpoint = Checkpoint(target, loaded, resume=resume)
+        try:
+            with Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=err,
+                disable=quiet,
+                transient=True,
+            ) as bar:
+                task = bar.add_task(loaded.name, total=None)
+                ds = execute(
+                    loaded,
+                    executor=executor,
+                    workers=workers,
+                    scheduler=scheduler,
+                    checkpoint=checkpoint,
+                    progress=lambda done, total: bar.update(task, completed=done, total=total),
+                )
+        except BaseException as exc:
+            kept = len(checkpoint)
+            if not kept:
+                checkpoint.remove()
+            elif isinstance(exc, KeyboardInterrupt):
+                err.print(f"interrupted; {kept} finished runs are kept in {checkpoint.path}: add --resume to continue", markup=False)
+                raise typer.Exit(130) from None
+            raise  # finished runs stay in the checkpoint; the next run without --resume says so
         save_results(ds, target)
+        checkpoint.remove()
     if not quiet:
         out.print(summary_table(ds))
     tasks = ds.sizes["rep"] * int(_grid_size(ds))

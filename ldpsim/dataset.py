@@ -53,12 +53,15 @@ class Dataset(OnDomain):
 
     def _sample_counts(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """Number of users per value; default: count :meth:`sample`'s values (same law, O(n) memory)."""
+        self._require_values(n)
+        return np.bincount(self.sample(n, rng), minlength=self.domain.size)
+
+    def _require_values(self, n: int) -> None:
         require_memory(
             2 * 8 * n,
             f"drawing the values of {n} users one by one from {self!r}",
             hint="use fewer users, or a dataset that draws counts per value (the synthetic ones do)",
         )
-        return np.bincount(self.sample(n, rng), minlength=self.domain.size)
 
     def sample_counts(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """How many of ``n`` users hold each value of the domain: (|X|,) int64 summing to ``n``.

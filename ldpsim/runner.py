@@ -25,7 +25,6 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,11 +32,14 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from .checkpoint import Checkpoint
+from .executors import check as check_executor
+from .executors import run_all
 from .noisy import noisy_distribution
 from .observations import Observations
 from .registry import get_registry
 from .scenario import Builder, Point, Scenario, Setup, load_scenario, parse_override
-from .simulation import cohort_group, split_counts
+from .simulation import check_simulation_memory, cohort_group, split_counts
 
 Progress = Callable[[int, int], None]
 
@@ -137,40 +139,61 @@ def tasks(scenario: Scenario) -> list[Task]:
     ]
 
 
-def execute(scenario: Scenario, *, jobs: int = 1, progress: Progress | None = None) -> xr.Dataset:
-    """Run every task of a loaded scenario (in ``jobs`` processes) and assemble the results."""
+def execute(
+    scenario: Scenario,
+    *,
+    executor: str = "serial",
+    workers: int | None = None,
+    scheduler: str | None = None,
+    jobs: int | None = None,
+    checkpoint: Checkpoint | None = None,
+    progress: Progress | None = None,
+) -> xr.Dataset:
+    """Run every task of a loaded scenario and assemble the results.
+
+    ``executor`` is ``serial``, ``processes`` (``workers`` processes, default:
+    the CPUs) or ``dask`` (the cluster at ``scheduler``, or a local one of
+    ``workers`` processes); ``jobs=N`` is short for N processes. With a
+    ``checkpoint``, its finished tasks are not run again and every task that
+    finishes is saved to it. The numbers never depend on these choices.
+    """
     from .results import assemble
 
+    if jobs is not None:
+        executor, workers = ("processes" if jobs > 1 else "serial"), jobs
+    check_executor(executor, workers, scheduler)
     todo = tasks(scenario)
-    results: list[TaskResult] = []
+    preflight(scenario)
+    done = checkpoint.load() if checkpoint is not None else {}
+    results: list[TaskResult] = [done[t.key] for t in todo if t.key in done]
     started = time.perf_counter()
     if progress:
-        progress(0, len(todo))
-    if jobs <= 1 or len(todo) == 1:
-        for task in todo:
-            results.append(run_task(task, scenario.builder))
-            if progress:
-                progress(len(results), len(todo))
-    else:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(todo))) as pool:
-            futures = [pool.submit(run_task, task) for task in todo]
-            try:
-                for future in as_completed(futures):
-                    results.append(future.result())
-                    if progress:
-                        progress(len(results), len(todo))
-            except BaseException:
-                for future in futures:
-                    future.cancel()
-                raise
+        progress(len(results), len(todo))
+    rest = [t for t in todo if t.key not in done]
+    for result in run_all(rest, run_task, executor=executor, workers=workers, scheduler=scheduler, builder=scenario.builder):
+        if checkpoint is not None:
+            checkpoint.save(result)
+        results.append(result)
+        if progress:
+            progress(len(results), len(todo))
     return assemble(scenario, results, wall_seconds=time.perf_counter() - started)
+
+
+def preflight(scenario: Scenario) -> None:
+    """Refuse, before any task runs, a sweep point whose simulation would not fit in memory."""
+    builder = scenario.builder or Builder(scenario.base_dir)
+    for point in scenario.points():
+        check_simulation_memory(builder.setup(point))
 
 
 def run_scenario(
     source: str | os.PathLike | Mapping[str, Any],
     *,
     set: Sequence[str] = (),  # noqa: A002  (mirrors the CLI's --set)
-    jobs: int = 1,
+    jobs: int | None = None,
+    executor: str = "serial",
+    workers: int | None = None,
+    scheduler: str | None = None,
     progress: Progress | None = None,
     **overrides: Any,
 ) -> xr.Dataset:
@@ -178,8 +201,9 @@ def run_scenario(
 
     Keyword overrides set top-level fields (``users=1000``); nested fields use
     ``__`` for dots (``cohorts__all__reports__0__eps=2``) or ``set=["path=value"]``.
+    ``executor``, ``workers``, ``scheduler`` and ``jobs`` are those of :func:`execute`.
     """
     merged: dict[str, Any] = dict(parse_override(text) for text in set)
     merged.update({k.replace("__", "."): v for k, v in overrides.items()})
     scenario = load_scenario(source, merged)
-    return execute(scenario, jobs=jobs, progress=progress)
+    return execute(scenario, executor=executor, workers=workers, scheduler=scheduler, jobs=jobs, progress=progress)

@@ -14,13 +14,18 @@ and use the mechanisms' vectorized samplers.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .dataset import Dataset
 from .errors import ParameterError
 from .mechanism import Mechanism
 from .memory import MemoryLimitError, require_memory
 from .observations import ReportGroup, plan_width, sum_equal_rows, unique_rows
+
+if TYPE_CHECKING:
+    from .scenario import Setup
 
 #: the count path is considered for domains up to this size (the matrix is built to find |Z|)
 MAX_COUNT_DOMAIN = 4096
@@ -85,10 +90,8 @@ def sample_cohort(
     ``rngs`` has one generator per report of the plan.
     """
     counts = np.asarray(counts, dtype=np.int64)
-    if len(plan) == 1 and int(counts.sum()) >= counts.shape[0]:
-        m = count_matrix(plan[0])
-        if m is not None:
-            return _count_reports(m, counts, rngs[0])
+    if counted(plan, int(counts.sum())):
+        return _count_reports(count_matrix(plan[0]), counts, rngs[0])
     return _per_user_reports(plan, counts, rngs)
 
 
@@ -122,12 +125,7 @@ def _per_user_reports(
 ) -> tuple[np.ndarray, np.ndarray]:
     users = int(counts.sum())
     width = plan_width(plan)
-    names = "+".join(m.name for m in plan)
-    require_memory(
-        2 * 8 * width * distinct_bound(plan, users),
-        f"the distinct reports of {users} users of {names} (at worst one per user, {width} integers each)",
-        hint="use fewer users, or a single report through a mechanism with finitely many outputs (simulated by counts)",
-    )
+    _require_per_user(plan, users)
     ends = np.cumsum(counts)
     step = max(1, CHUNK_INTS // width)
     parts = []
@@ -139,6 +137,32 @@ def _per_user_reports(
     if len(parts) == 1:
         return parts[0]
     return sum_equal_rows(np.concatenate([r for r, _ in parts]), np.concatenate([c for _, c in parts]))
+
+
+def counted(plan: Sequence[Mechanism], users: int) -> bool:
+    """Whether a cohort's reports are drawn as counts (else one per user)."""
+    return len(plan) == 1 and users >= plan[0].domain.size and count_matrix(plan[0]) is not None
+
+
+def _require_per_user(plan: Sequence[Mechanism], users: int) -> None:
+    width = plan_width(plan)
+    require_memory(
+        2 * 8 * width * distinct_bound(plan, users),
+        f"the distinct reports of {users} users of {'+'.join(m.name for m in plan)}"
+        f" (at worst one per user, {width} integers each)",
+        hint="use fewer users, or a single report through a mechanism with finitely many outputs (simulated by counts)",
+    )
+
+
+def check_simulation_memory(setup: Setup) -> None:
+    """Refuse a population whose simulation would not fit in memory, before drawing anything."""
+    datasets = [(setup.dataset, setup.users)] + [(c.dataset, c.users) for c in setup.cohorts if c.dataset is not None]
+    for dataset, users in datasets:
+        if type(dataset)._sample_counts is Dataset._sample_counts:  # one value per user, then counted
+            dataset._require_values(users)
+    for cohort in setup.cohorts:
+        if cohort.users and not counted(cohort.plan, cohort.users):
+            _require_per_user(cohort.plan, cohort.users)
 
 
 def cohort_group(

@@ -1,0 +1,151 @@
+"""Checkpoints of long runs: finished tasks kept next to the output, so an interrupted run can resume.
+
+``<output>.partial/`` holds ``fingerprint.json`` (what was being run) and one
+``.npz`` file per finished task, each written to a temporary name and renamed,
+so a file there is always complete. A run with ``resume`` loads the tasks of a
+checkpoint with the same fingerprint and runs the others; the checkpoint is
+removed once the results file is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .errors import LdpsimError
+
+if TYPE_CHECKING:
+    from .runner import TaskResult
+    from .scenario import Scenario
+
+MANIFEST = "fingerprint.json"
+_NONE = "__none__"  # names of the fields that are None (npz files hold arrays only)
+
+
+def fingerprint(scenario: Scenario) -> str:
+    """A digest of everything a task's result depends on: the resolved scenario, its seed, the overrides, ldpsim."""
+    from . import __version__
+
+    text = json.dumps(
+        {
+            "scenario": scenario.resolved_json(),
+            "axes": [[a.name, list(a.paths), repr(a.values)] for a in scenario.axes],
+            "seed": scenario.seed,
+            "repetitions": scenario.repetitions,
+            "overrides": list(scenario.overrides),
+            "ldpsim": __version__,
+        },
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def checkpoint_dir(output: str | os.PathLike) -> Path:
+    output = Path(output)
+    return output.with_name(output.name + ".partial")
+
+
+class Checkpoint:
+    """The finished tasks of one run of one scenario, saved next to its output."""
+
+    def __init__(self, output: str | os.PathLike, scenario: Scenario, *, resume: bool = False):
+        """Open the checkpoint of ``output``.
+
+        Without ``resume`` an existing checkpoint is refused (it may hold hours of work); with it, a checkpoint
+        of another scenario is refused, and a missing one means nothing is finished yet.
+        """
+        self.path = checkpoint_dir(output)
+        self.fingerprint = fingerprint(scenario)
+        manifest = self.path / MANIFEST
+        if self.path.exists():
+            if not resume:
+                raise LdpsimError(
+                    f"'{self.path}' holds the finished runs of an interrupted run",
+                    field="--resume",
+                    hint="add --resume to continue it, or remove that folder to start over",
+                )
+            try:
+                found = json.loads(manifest.read_text())["fingerprint"]
+            except (OSError, ValueError, KeyError, TypeError):
+                found = None
+            if found != self.fingerprint:
+                raise LdpsimError(
+                    f"the checkpoint '{self.path}' belongs to a different scenario (or overrides, or ldpsim version)",
+                    field="--resume",
+                    hint="remove that folder, or drop --resume and write to another output",
+                )
+        else:
+            self.path.mkdir()
+            _write_atomic(manifest, json.dumps({"fingerprint": self.fingerprint, "scenario": scenario.name}).encode())
+
+    def _file(self, key: tuple[int, ...]) -> Path:
+        return self.path / ("task-" + "-".join(str(int(k)) for k in key) + ".npz")
+
+    def load(self) -> dict[tuple[int, ...], TaskResult]:
+        """The finished tasks, by key (a file that cannot be read is ignored: its task runs again)."""
+        from .runner import TaskResult
+
+        names = [f.name for f in dataclasses.fields(TaskResult)]
+        done = {}
+        for file in sorted(self.path.glob("task-*.npz")):
+            try:
+                with np.load(file, allow_pickle=False) as data:
+                    nones = set(data[_NONE].tolist()) if _NONE in data.files else set()
+                    values = {name: None if name in nones else _restore(name, data[name]) for name in names}
+            except (OSError, ValueError, KeyError, EOFError):
+                continue
+            result = TaskResult(**values)
+            done[result.key] = result
+        return done
+
+    def save(self, result: TaskResult) -> None:
+        """Keep one finished task (atomically: a reader never sees half a file)."""
+        arrays, nones = {}, []
+        for f in dataclasses.fields(result):
+            value = getattr(result, f.name)
+            if value is None:
+                nones.append(f.name)
+            else:
+                arrays[f.name] = np.asarray(value)
+        if nones:
+            arrays[_NONE] = np.array(nones)
+        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".tmp-", suffix=".npz")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                np.savez(fh, **arrays)
+            os.replace(tmp, self._file(result.key))
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.path.glob("task-*.npz"))
+
+
+def _restore(name: str, array: np.ndarray):
+    if name == "key":
+        return tuple(int(k) for k in array)
+    return array.item() if array.ndim == 0 else array
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
