@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+from threadpoolctl import threadpool_limits
 
 from .checkpoint import Checkpoint
 from .executors import check as check_executor
@@ -110,7 +111,18 @@ def simulate(task: Task, builder: Builder | None = None) -> tuple[Setup, np.ndar
 
 
 def run_task(task: Task, builder: Builder | None = None) -> TaskResult:
-    """Simulate one population, estimate, and score the estimates."""
+    """Simulate one population, estimate, and score the estimates.
+
+    BLAS runs single-threaded inside a task: a threaded reduction may sum in a
+    different order with another thread count, and tasks running side by side
+    on a pool would otherwise oversubscribe the cores (5-10x slower when the
+    machine is busy). Parallelism comes from running tasks side by side.
+    """
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _run_task(task, builder)
+
+
+def _run_task(task: Task, builder: Builder | None) -> TaskResult:
     setup, truth, observations = simulate(task, builder)
 
     n_est, n_met = len(setup.estimators), len(setup.metrics)

@@ -183,3 +183,21 @@ def test_cli_option_errors_are_one_line(tmp_path):
         "error: nowhere.toml: --scheduler: only applies to the dask executor, not processes;"
         " add --executor dask or drop --scheduler"
     ]
+
+
+def test_tasks_run_with_one_blas_thread(monkeypatch):
+    """A threaded BLAS reduction may sum in another order with another thread count: tasks use one."""
+    from threadpoolctl import threadpool_info
+
+    from ldpsim import runner
+
+    seen = []
+    original = runner.simulate
+
+    def spy(task, builder=None):
+        seen.append(max((i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"), default=1))
+        return original(task, builder)
+
+    monkeypatch.setattr(runner, "simulate", spy)
+    execute(load_scenario(SWEEP))
+    assert seen == [1] * 4
