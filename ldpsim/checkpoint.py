@@ -14,12 +14,12 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .atomic import atomic_path
 from .errors import LdpsimError
 
 if TYPE_CHECKING:
@@ -118,14 +118,8 @@ class Checkpoint:
                 arrays[f.name] = np.asarray(value)
         if nones:
             arrays[_NONE] = np.array(nones)
-        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".tmp-", suffix=".npz")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                np.savez(fh, **arrays)
-            os.replace(tmp, self._file(result.key))
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_path(self._file(result.key), suffix=".npz") as tmp:
+            np.savez(tmp, **arrays)
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
@@ -141,11 +135,5 @@ def _restore(name: str, array: np.ndarray):
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
+from .atomic import atomic_path
 from .errors import LdpsimError, did_you_mean
 from .plot_options import (
     choose_axis,
@@ -33,7 +33,7 @@ from .plot_options import (
     subset,
     sweep_axes,
 )
-from .results import _umask, check_output
+from .results import check_output
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -336,16 +336,12 @@ def bar_figure(ds: xr.Dataset, *, at: Mapping[str, str] | None = None, rep: int 
 def save_figure(fig: Figure, path: str | os.PathLike, *, dpi: int = 120) -> Path:
     """Write ``fig`` atomically (the format follows the suffix) and close it; a reader never sees half an image."""
     path = check_output(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
-    os.close(fd)
     try:
-        fig.savefig(tmp, dpi=dpi)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; give it the mode a new file gets
-        os.replace(tmp, path)
+        with atomic_path(path, suffix=path.suffix) as tmp:  # the suffix tells matplotlib the format
+            fig.savefig(tmp, dpi=dpi)
     except ValueError as exc:  # e.g. an unknown image format
         raise LdpsimError(str(exc), field="output", hint="use a .png, .pdf or .svg file name") from None
     finally:
-        Path(tmp).unlink(missing_ok=True)
         _pyplot().close(fig)
     return path
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import xarray as xr
 
+from .atomic import atomic_path
 from .errors import LdpsimError
 from .labels import describe
 from .noisy import NOISY_DESCRIPTION
@@ -165,22 +165,9 @@ def check_output(path: str | os.PathLike) -> Path:
 def save_results(ds: xr.Dataset, path: str | os.PathLike) -> Path:
     """Write ``ds`` as netCDF4 atomically: a reader sees the old file or the complete new one."""
     path = check_output(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent if str(path.parent) else ".")
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         ds.to_netcdf(tmp, engine=ENGINE)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; give it the mode a new file gets
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def open_results(path: str | os.PathLike) -> xr.Dataset:
