@@ -30,6 +30,11 @@ class Dataset(OnDomain):
         """Number of records, or None for a generative dataset."""
         return None
 
+    @property
+    def description(self) -> str:
+        """Where the values come from, for the results' provenance (default: the configured plugin)."""
+        return repr(self)
+
     def distribution(self) -> np.ndarray | None:
         """The population's distribution over the domain, if known (a prior for
         prior-aware mechanisms and estimators: ``prior = "dataset"`` in a scenario)."""

@@ -14,7 +14,8 @@ Layout (``<sweeps>`` is one dimension per sweep axis, in scenario order;
 Coordinates carry ``long_name`` and ``units`` (:mod:`ldpsim.labels`), each
 metric's are in ``metric_long_name`` and ``metric_units``. Attributes record
 the scenario text, the overrides, the resolved scenario, the seed, ldpsim's
-version and every plugin used with its version.
+version, every plugin used with its version, and each dataset's description
+(``datasets``: where the values come from, e.g. check-ins left outside a box).
 """
 
 from __future__ import annotations
@@ -114,8 +115,11 @@ def assemble(scenario: Scenario, results: Sequence[TaskResult], *, wall_seconds:
         ds["noisy"] = ((*sweeps, "rep", *ddims), domain.reshape(noisy), {"long_name": "noisy distribution", "description": NOISY_DESCRIPTION})
     describe(ds, scenario.axes, domain, setups[0].metrics)
     plugins: dict[str, dict[str, Any]] = {}
+    datasets: dict[str, None] = {}  # descriptions in order of first use, once each
     registry = get_registry()
     for setup in setups:
+        for data in (setup.dataset, *(c.dataset for c in setup.cohorts if c.dataset is not None)):
+            datasets[data.description] = None
         used = [setup.dataset, *setup.estimators.values(), *setup.metrics.values()]
         used += [m for c in setup.cohorts for m in c.plan]
         for obj in used:
@@ -134,6 +138,7 @@ def assemble(scenario: Scenario, results: Sequence[TaskResult], *, wall_seconds:
         "sweeps": json.dumps({a.name: list(a.paths) for a in scenario.axes}),
         "domain": json.dumps(domain.spec()),
         "plugins": json.dumps(plugins, sort_keys=True),
+        "datasets": json.dumps(list(datasets)),
         "scenario": scenario.text if scenario.text is not None else json.dumps(scenario.document, default=str),
         "scenario_source": str(scenario.source) if scenario.source else "mapping",
         "scenario_dir": str(scenario.base_dir),

@@ -44,6 +44,7 @@ def test_shipped_adult_ages_are_the_48842_persons():
     assert ds.size == 48_842
     assert (ds.distribution() * AGES.values).sum() == pytest.approx(38.6436, abs=5e-5)
     assert ds.counts[0] > 0 and ds.counts[-1] > 0 and (ds.counts > 0).sum() == 74  # ages 17 and 90 occur
+    assert "48,842 persons of UCI Adult" in ds.description and "CC BY 4.0" in ds.description
 
 
 def test_reading_the_shared_adult_ages_gives_the_shipped_counts():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -41,6 +42,7 @@ def test_grid_results_have_row_and_col(tmp_path):
     back = open_results(path)
     xr.testing.assert_identical(back.drop_attrs(), ds.drop_attrs())
     assert back.attrs["domain"] == '{"kind": "grid", "rows": 3, "cols": 4, "cell": 0.5}'
+    assert json.loads(back.attrs["datasets"]) == ["zipf(s=1.0)"]  # where the values came from
 
 
 def test_categorical_results_use_labels(tmp_path):

@@ -36,6 +36,11 @@ class AdultAges(Counted):
     def _validate(self) -> None:
         _ = self.counts  # read and check the data now, not in the middle of a run
 
+    @property
+    def description(self) -> str:
+        source = f"'{self.path}'" if self.path is not None else "shipped counts of adult.data + adult.test"
+        return f"ages of {self.size:,} persons of UCI Adult ({source}; Becker & Kohavi 1996, CC BY 4.0)"
+
     def _count(self) -> np.ndarray:
         ages = self._ages()
         low, high = int(ages.min()), int(ages.max())
