@@ -313,10 +313,13 @@ class _Run:
             capped = alpha <= -step_max
             alpha = max(min(alpha, -1.0), -step_max)
             candidate = theta0 - 2 * alpha * r + alpha * alpha * v
-            while alpha < -1.0 and not np.all(candidate > 0):  # back towards theta2, which is positive
-                alpha = (alpha - 1.0) / 2 if alpha < -1.01 else -1.0
-                candidate = theta0 - 2 * alpha * r + alpha * alpha * v if alpha < -1.0 else theta2
             if alpha < -1.0:
+                # A value the extrapolation drives to or below zero is falling fast: extrapolate it geometrically
+                # instead (theta2^2 / theta0, its own rate of decay over two more steps), so every iterate keeps
+                # full support; a zero could never be raised again (001, remark after Theorem 4).
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    fallen = theta2 * np.fmin(theta2 / theta0, 1.0)
+                candidate = np.where(candidate > 0, candidate, fallen)
                 candidate = candidate / candidate.sum()
                 loglik, image, cert = self.evaluate(candidate)
                 if loglik >= loglik1:  # the safeguard: an extrapolation never lowers L

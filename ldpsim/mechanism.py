@@ -75,14 +75,17 @@ class Mechanism(OnDomain):
         if self.matrix is None:
             raise NotImplementedError(f"{type(self).__name__} has no matrix and must implement _log_likelihood")
         z = reports[:, 0]
-        width = self.matrix.shape[1]
+        self._require_outputs(z, self.matrix.shape[1])
+        return self._log_matrix_t[z]
+
+    def _require_outputs(self, z: np.ndarray, width: int) -> None:
+        """EstimationError naming the first report that is not an output index 0..width-1."""
         bad = (z < 0) | (z >= width)
         if bad.any():
             raise EstimationError(
                 f"report {int(z[bad][0])} is not an output of {self!r} (outputs are 0..{width - 1})",
                 hint="check that the reports were produced by this mechanism",
             )
-        return self._log_matrix_t[z]
 
     def _likelihood_operator(self, reports: np.ndarray) -> tuple[np.ndarray, Any] | None:
         """Optional: ``(shift, H)`` with ``P(report_d | x) = exp(shift_d) * H[d, x]``.

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+from scipy.signal import fftconvolve
 from scipy.special import logsumexp
 
-from ldpsim import Mechanism, Param, Privacy, hookimpl
+from ldpsim import (
+    STRUCTURED_MIN_SIZE,
+    Mechanism,
+    Param,
+    Privacy,
+    constant_plus_column,
+    convolution_likelihood,
+    hookimpl,
+)
 
 
 class Exponential(Mechanism):
@@ -26,6 +37,36 @@ class Exponential(Mechanism):
         # nothing overflows; only weights below ~1e-308 underflow.
         log_w = -0.5 * self.eps * self.domain.distances
         return np.exp(log_w - logsumexp(log_w, axis=1, keepdims=True))
+
+    def _output_count(self) -> int:
+        return self.domain.size
+
+    def _likelihood_operator(self, reports: np.ndarray):  # noqa: ANN202
+        return self.structured_likelihood(reports) if self.domain.size >= STRUCTURED_MIN_SIZE else None
+
+    def structured_likelihood(self, reports: np.ndarray):  # noqa: ANN201
+        """(shift, H) without the matrix: weights e^(-eps d / 2) depend on z - x only (a convolution, with
+        the normalizers 1 / Z_x as column factors), or, on categories, are one value off the report."""
+        domain, k = self.domain, self.domain.size
+        z = reports[:, 0]
+        self._require_outputs(z, k)
+        if domain.name == "categorical":
+            r = math.exp(-0.5 * self.eps)
+            return np.full(z.size, -math.log1p((k - 1) * r)), constant_plus_column(z, k, r)
+        if domain.name == "integers":
+            shape = (k,)
+            offsets = np.abs(np.arange(1.0 - k, k)) * domain.step
+            cells = z[:, None]
+        else:  # a grid: Euclidean distance between centres, in units of the cell side
+            shape = (domain.rows, domain.cols)
+            i, j = np.meshgrid(
+                np.arange(1.0 - domain.rows, domain.rows), np.arange(1.0 - domain.cols, domain.cols), indexing="ij"
+            )
+            offsets = np.hypot(i, j) * domain.cell
+            cells = np.column_stack(np.divmod(z, domain.cols))
+        kernel = np.exp(-0.5 * self.eps * offsets)
+        normalizer = fftconvolve(np.ones(shape), kernel, mode="same")  # Z_x = sum_z w(z - x) >= 1: no cancellation
+        return convolution_likelihood(kernel, shape, cells, clamp=False, column_scale=1.0 / normalizer.ravel())
 
 
 @hookimpl

@@ -7,7 +7,7 @@ import math
 import numpy as np
 from scipy.linalg import toeplitz
 
-from ldpsim import Mechanism, Param, Privacy, hookimpl
+from ldpsim import STRUCTURED_MIN_SIZE, Mechanism, Param, Privacy, convolution_likelihood, hookimpl
 
 
 def _log1mexp(a: float) -> float:
@@ -57,6 +57,30 @@ class Geometric(Mechanism):
         log_c = _log1mexp(a) - math.log1p(math.exp(-a))
         j = reports[:, 0].astype(float)
         return log_c - a * np.abs(j[:, None] - np.arange(self.domain.size, dtype=float)[None, :])
+
+    def _output_count(self) -> int | None:
+        return self.domain.size if self.truncate else None
+
+    def _likelihood_operator(self, reports: np.ndarray):  # noqa: ANN202
+        return self.structured_likelihood(reports) if self.domain.size >= STRUCTURED_MIN_SIZE else None
+
+    def structured_likelihood(self, reports: np.ndarray):  # noqa: ANN201
+        """(shift, H) as an FFT convolution with c alpha^|o|, O(k log k) per product."""
+        a, k = self._a, self.domain.size
+        log_c = _log1mexp(a) - math.log1p(math.exp(-a))
+        j = reports[:, 0]
+        if self.truncate:
+            self._require_outputs(j, k)
+            # offsets -k..k, the two ends standing for all offsets beyond: sum_{o >= k} c alpha^o = alpha^k / (1 + alpha)
+            kernel = np.exp(log_c - a * np.abs(np.arange(-k, k + 1.0)))
+            kernel[[0, -1]] = math.exp(-a * k - math.log1p(math.exp(-a)))
+            return convolution_likelihood(kernel, (k,), j)
+        # A report j beyond the range is the report at the nearest end, less a |j - end|: P(j|x) = c alpha^|j-x|.
+        nearest = np.clip(j, 0, k - 1)
+        shift, op = convolution_likelihood(
+            np.exp(log_c - a * np.abs(np.arange(1.0 - k, k))), (k,), nearest, clamp=False
+        )
+        return shift - a * np.abs(j - nearest), op
 
     def _likely_subset(self, reports: np.ndarray) -> np.ndarray:
         # 004 Prop. 8.2: P(z|x) strictly decreases with |z - x|, so a value beyond the extreme reports is

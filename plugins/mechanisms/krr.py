@@ -50,8 +50,7 @@ class KRR(Mechanism):
     def structured_likelihood(self, reports: np.ndarray):  # noqa: ANN201
         """(shift, H): P(z|x) = keep at x = z, other elsewhere, so H = 1 at the report and e^-eps elsewhere."""
         z = reports[:, 0]
-        if z.size and (z.min() < 0 or z.max() >= self.domain.size):
-            super()._log_likelihood(reports)  # raises, naming the bad report
+        self._require_outputs(z, self.domain.size)
         return np.full(z.shape[0], math.log(self._keep)), constant_plus_column(z, self.domain.size, math.exp(-self.eps))
 
     def _likely_subset(self, reports: np.ndarray) -> np.ndarray:
@@ -65,8 +64,7 @@ class KRR(Mechanism):
         # Without forming the k x k matrix: large categorical domains stay cheap.
         k = self.domain.size
         z = reports[:, 0]
-        if z.size and (z.min() < 0 or z.max() >= k):
-            return super()._log_likelihood(reports)  # reports the bad index
+        self._require_outputs(z, k)
         out = np.full((z.shape[0], k), math.log(self._other))
         out[np.arange(z.shape[0]), z] = math.log(self._keep)
         return out

@@ -13,11 +13,21 @@ log-likelihoods and privacy levels divide by.
 from __future__ import annotations
 
 import math
+from functools import cached_property
 
 import numpy as np
 from scipy.special import gammainc
 
-from ldpsim import Grid, Mechanism, Param, ParameterError, Privacy, hookimpl
+from ldpsim import (
+    STRUCTURED_MIN_SIZE,
+    Grid,
+    Mechanism,
+    Param,
+    ParameterError,
+    Privacy,
+    convolution_likelihood,
+    hookimpl,
+)
 
 #: relative error that truncating the planar geometric lattice may cause in any matrix entry
 LATTICE_TRUNCATION = 1e-16
@@ -145,8 +155,28 @@ class _Planar(Mechanism):
         """n draws of the noise's (row, column) cell offset."""
         raise NotImplementedError
 
+    @cached_property
+    def _kernel(self) -> np.ndarray:
+        return _mirror(self._quadrant())
+
     def _matrix(self) -> np.ndarray:
-        return clamped_matrix(_mirror(self._quadrant()), self.domain.rows, self.domain.cols, self._window)
+        return clamped_matrix(self._kernel, self.domain.rows, self.domain.cols, self._window)
+
+    def _output_count(self) -> int:
+        return self._window[2] * self._window[3]
+
+    def _likelihood_operator(self, reports: np.ndarray):  # noqa: ANN202
+        return self.structured_likelihood(reports) if self.domain.size >= STRUCTURED_MIN_SIZE else None
+
+    def structured_likelihood(self, reports: np.ndarray):  # noqa: ANN201
+        """(shift, H) as a 2-D FFT convolution with the kernel, clamped to the window: no |X| x |Z| matrix."""
+        r0, c0, wr, wc = self._window
+        z = reports[:, 0]
+        self._require_outputs(z, wr * wc)
+        grid = (self.domain.rows, self.domain.cols)
+        return convolution_likelihood(
+            self._kernel, grid, np.column_stack(np.divmod(z, wc)), start=(r0, c0), window=(wr, wc)
+        )
 
     def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         r0, c0, wr, wc = self._window
