@@ -19,7 +19,11 @@ class Estimate:
     """An estimated distribution with diagnostics.
 
     ``loglik`` is L(distribution) for the observations, whatever the estimator,
-    so estimators can be compared on the likelihood they reach.
+    so estimators can be compared on the likelihood they reach; ``gap`` bounds
+    how far it is from the maximum, L(MLE) - L(distribution) <= gap (nats), from
+    the relative KKT violation ``kkt`` (see ``Likelihood.certificate``).
+    ``rule`` names the stopping rule that ended an iterative estimator
+    ("delta", "kkt"), or "none".
     """
 
     distribution: np.ndarray
@@ -27,6 +31,9 @@ class Estimate:
     loglik: float = math.nan
     converged: bool = True
     seconds: float = 0.0
+    rule: str = "none"
+    kkt: float = math.nan
+    gap: float = math.nan
 
 
 class Estimator(Configurable):
@@ -36,6 +43,11 @@ class Estimator(Configurable):
 
     def _estimate(self, observations: Observations) -> Estimate | np.ndarray:
         raise NotImplementedError
+
+    @property
+    def stopping_rule(self) -> str:
+        """The rule that stops this estimator's iterations ("delta", "kkt"), "none" if not iterative."""
+        return "none"
 
     def estimate(self, observations: Observations) -> Estimate:
         """Estimate the distribution of the users' true values; timed and checked."""
@@ -53,7 +65,10 @@ class Estimator(Configurable):
         dist = np.clip(dist, 0.0, None)
         dist /= dist.sum()
         dist.setflags(write=False)
-        loglik = result.loglik
-        if math.isnan(loglik):
-            loglik = Likelihood.of(observations).loglik(dist)
-        return replace(result, distribution=dist, loglik=loglik, seconds=seconds)
+        loglik, kkt, gap = result.loglik, result.kkt, result.gap
+        if math.isnan(loglik) or math.isnan(gap):
+            # one pass over the likelihood gives L and the certificate, for any estimator
+            likelihood = Likelihood.of(observations)
+            loglik, grad = likelihood.em_parts(dist)
+            kkt, gap = likelihood.certificate(grad) if loglik > -math.inf else (math.inf, math.inf)
+        return replace(result, distribution=dist, loglik=loglik, kkt=kkt, gap=gap, seconds=seconds)

@@ -9,6 +9,8 @@ Layout (``<sweeps>`` is one dimension per sweep axis, in scenario order;
 * ``noisy(<sweeps>, rep, <domain>)``: the empirical distribution of the reports read as domain values
   (:mod:`ldpsim.noisy`), NaN where that means nothing; absent when it means nothing anywhere
 * ``iterations``, ``loglik``, ``seconds``, ``converged`` ``(estimator, <sweeps>, rep)``
+* ``gap(estimator, <sweeps>, rep)``: a bound on L(MLE) - L(estimate) in nats (KKT certificate);
+  coordinate ``stop_rule(estimator)`` names each estimator's stopping rule
 * ``distinct_reports(<sweeps>, rep)``, ``users(<sweeps>)``
 
 Coordinates carry ``long_name`` and ``units`` (:mod:`ldpsim.labels`), each
@@ -63,6 +65,7 @@ def assemble(scenario: Scenario, results: Sequence[TaskResult], *, wall_seconds:
     loglik = np.full((n_est, *grid, reps), np.nan)
     seconds = np.full((n_est, *grid, reps), np.nan)
     converged = np.zeros((n_est, *grid, reps), dtype=bool)
+    gap = np.full((n_est, *grid, reps), np.nan)
     distinct = np.zeros((*grid, reps), dtype=np.int64)
     noisy = np.full((*grid, reps, size), np.nan)
     has_noisy = False
@@ -76,6 +79,8 @@ def assemble(scenario: Scenario, results: Sequence[TaskResult], *, wall_seconds:
         loglik[(slice(None), *key)] = res.loglik
         seconds[(slice(None), *key)] = res.seconds
         converged[(slice(None), *key)] = res.converged
+        if res.gap is not None:
+            gap[(slice(None), *key)] = res.gap
         distinct[key] = res.distinct
         if res.noisy is not None:
             noisy[key] = res.noisy
@@ -90,6 +95,7 @@ def assemble(scenario: Scenario, results: Sequence[TaskResult], *, wall_seconds:
         estimator=list(scenario.estimator_labels),
         metric=list(scenario.metric_labels),
         estimator_name=("estimator", [type(e).name for e in setups[0].estimators.values()]),
+        stop_rule=("estimator", [e.stopping_rule for e in setups[0].estimators.values()]),
         metric_name=("metric", [type(m).name for m in setups[0].metrics.values()]),
         **domain.coords(),
     )
@@ -106,6 +112,7 @@ def assemble(scenario: Scenario, results: Sequence[TaskResult], *, wall_seconds:
             "loglik": (per_task, loglik, {"long_name": "log-likelihood L(estimate) of the observations", "units": "nat"}),
             "seconds": (per_task, seconds, {"long_name": "estimation time", "units": "s"}),
             "converged": (per_task, converged, {"long_name": "stopping criterion met before the iteration cap"}),
+            "gap": (per_task, gap, {"long_name": "bound on L(MLE) - L(estimate) from the KKT conditions", "units": "nat"}),
             "distinct_reports": ((*sweeps, "rep"), distinct, {"long_name": "distinct (plan, report tuple) pairs"}),
             "users": (sweeps, users, {"long_name": "number of users"}),
         },

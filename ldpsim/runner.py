@@ -71,6 +71,7 @@ class TaskResult:
     distinct: int
     users: int
     noisy: np.ndarray | None = None  # (K,) reports read as domain values; None where not defined (ldpsim.noisy)
+    gap: np.ndarray | None = None  # (E,) bound on L(MLE) - L(estimate), nats (Estimate.gap)
 
 
 def _rng(seed: int, *key: int) -> np.random.Generator:
@@ -132,14 +133,16 @@ def _run_task(task: Task, builder: Builder | None) -> TaskResult:
     loglik = np.empty(n_est)
     seconds = np.empty(n_est)
     converged = np.empty(n_est, dtype=bool)
+    gap = np.empty(n_est)
     for e, estimator in enumerate(setup.estimators.values()):
         est = estimator.estimate(observations)
         estimates[e] = est.distribution
         iterations[e], loglik[e], seconds[e], converged[e] = est.iterations, est.loglik, est.seconds, est.converged
+        gap[e] = est.gap
         for m, metric in enumerate(setup.metrics.values()):
             errors[m, e] = metric(est.distribution, truth, setup.domain)
     noisy = noisy_distribution(observations)
-    return TaskResult(task.key, truth, estimates, errors, iterations, loglik, seconds, converged, observations.n_distinct, setup.users, noisy=noisy)
+    return TaskResult(task.key, truth, estimates, errors, iterations, loglik, seconds, converged, observations.n_distinct, setup.users, noisy=noisy, gap=gap)
 
 
 def tasks(scenario: Scenario) -> list[Task]:

@@ -7,6 +7,7 @@ import math
 from ldpsim import (
     DEFAULT_DELTA,
     DEFAULT_MAX_ITER,
+    DEFAULT_TOL,
     Estimate,
     Estimator,
     Likelihood,
@@ -22,7 +23,28 @@ class IBU(Estimator):
     """Generalized IBU (001 Algorithm 1): the MLE for any mix of mechanisms and repeated reports."""
 
     name = "ibu"
-    delta = Param("float", DEFAULT_DELTA, gt=0, doc="stop when |L(t) - L(t-1)| < delta (nats of the whole log-likelihood)")
+    stop = Param(
+        "str",
+        "delta",
+        choices=("delta", "kkt"),
+        doc="stopping rule: delta, the paper's |L(t) - L(t-1)| < delta; kkt, the exact MLE certified by "
+        "a relative KKT violation below tol",
+    )
+    delta = Param(
+        "float", DEFAULT_DELTA, gt=0, doc="stop when |L(t) - L(t-1)| < delta (nats of the whole log-likelihood)"
+    )
+    tol = Param(
+        "float",
+        DEFAULT_TOL,
+        gt=0,
+        doc="with stop = kkt: stop when max_x dL/dtheta_x / n - 1 < tol, so L(MLE) - L(estimate) <= n log(1 + tol)",
+    )
+    accelerate = Param(
+        "str",
+        "none",
+        choices=("none", "squarem"),
+        doc="none: plain EM updates; squarem: extrapolated (monotone) updates",
+    )
     max_iter = Param("int", DEFAULT_MAX_ITER, ge=0, doc="stop after this many updates (converged = false)")
     start = Param("distribution", None, doc="full-support starting distribution (default uniform)")
     likely = Param("bool", True, doc="estimate on the mechanism's likely subset of values (004 Sec. 8), zero elsewhere")
@@ -37,6 +59,10 @@ class IBU(Estimator):
         if self.start is not None:
             check_start(self.start, self.start.size)  # a zero would exclude that value forever
 
+    @property
+    def stopping_rule(self) -> str:
+        return self.stop
+
     def _estimate(self, observations: Observations) -> Estimate:
         if not self.per_plan or len(observations.groups) < 2:
             return self._gibu(observations)
@@ -50,6 +76,7 @@ class IBU(Estimator):
             iterations=max(part.iterations for _, part in parts),
             loglik=math.nan,  # the pooled model's L(theta) is filled in by Estimator.estimate
             converged=all(part.converged for _, part in parts),
+            rule=self.stop,  # the pooled model's certificate is filled in by Estimator.estimate
         )
 
     def _gibu(self, observations: Observations) -> Estimate:
@@ -58,10 +85,38 @@ class IBU(Estimator):
         start = self.start
         if start is not None and support is not None:
             start = start[support] / start[support].sum()
-        result = gibu(likelihood, start, delta=self.delta, max_iter=self.max_iter)
-        return Estimate(likelihood.expand(result.theta), result.iterations, result.loglik, result.converged)
+        result = gibu(
+            likelihood,
+            start,
+            delta=self.delta,
+            max_iter=self.max_iter,
+            stop=self.stop,
+            tol=self.tol,
+            accelerate=self.accelerate,
+        )
+        return Estimate(
+            likelihood.expand(result.theta),
+            result.iterations,
+            result.loglik,
+            result.converged,
+            rule=result.rule,
+            kkt=result.kkt,
+            gap=result.gap,
+        )
+
+
+class MLE(IBU):
+    """The exact MLE: GIBU accelerated by SQUAREM until a KKT certificate proves L within n log(1 + tol) of the maximum."""
+
+    name = "mle"
+    stop = Param("str", "kkt", choices=("delta", "kkt"), doc="stopping rule (see ibu); kkt: the certified MLE")
+    accelerate = Param(
+        "str", "squarem", choices=("none", "squarem"), doc="none: plain EM; squarem: extrapolated updates"
+    )
+    max_iter = Param("int", 1_000_000, ge=0, doc="stop after this many updates (converged = false)")
 
 
 @hookimpl
 def register_estimators(register):
     register(IBU)
+    register(MLE)
