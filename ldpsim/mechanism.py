@@ -122,7 +122,7 @@ class Mechanism(OnDomain):
         if outputs is not None:
             k = self.domain.size
             require_memory(
-                16.0 * k * outputs,  # the matrix and one temporary of its size
+                8.0 * k * outputs,
                 f"the dense {k} x {outputs} matrix of {self.name}",
                 hint="estimate with ibu (it uses the mechanism's structured likelihood), or use fewer values",
             )

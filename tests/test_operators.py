@@ -1,0 +1,149 @@
+"""Structured likelihood operators agree with the dense likelihoods they replace; what cannot fit is refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import make
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ldpsim
+import ldpsim.memory
+import ldpsim.operators
+from ldpsim import Categorical, Grid, Integers, Likelihood, Observations, constant_plus_column, convolution_likelihood
+from ldpsim.memory import MemoryLimitError
+
+#: products are FFT convolutions, whose rounding is relative to the norms: they agree with the dense
+#: products to 1e-12 of the norm, and each entry of H theta to 1 / GUARD of itself (smaller ones are recomputed)
+NORM_RTOL = 1e-12
+
+
+def _close(actual, expected, *, entrywise=True):
+    assert np.linalg.norm(actual - expected) <= NORM_RTOL * np.linalg.norm(expected)
+    if entrywise:
+        np.testing.assert_allclose(actual, expected, rtol=1 / ldpsim.operators.GUARD, atol=0)
+
+
+def _compare(mech, reports, rng):
+    """Products and rows of the structured operator against the dense, row-rescaled likelihood."""
+    reports = np.asarray(reports, dtype=np.int64)[:, None]
+    shift, op = mech.structured_likelihood(reports)
+    dense = np.exp(mech.log_likelihood(reports) - shift[:, None])  # H from the dense path, same rescaling
+    assert np.all(np.isfinite(shift)) and dense.max() <= 2.0  # rows stay on the scale of their maximum
+    theta = rng.dirichlet(np.full(mech.domain.size, 0.5))
+    _close(op @ theta, dense @ theta)
+    w = rng.uniform(0.1, 10, reports.shape[0])
+    _close(op.T @ w, dense.T @ w, entrywise=False)  # a gradient: its small entries multiply small theta_x
+    if hasattr(op, "rows"):  # exact rows: sums of positive terms
+        np.testing.assert_allclose(op.rows(np.arange(reports.shape[0])), dense, rtol=1e-12, atol=1e-300)
+
+
+eps_values = st.floats(0.05, 5.0)
+
+
+@settings(max_examples=25, deadline=None)
+@given(eps=eps_values, k=st.integers(2, 40), step=st.sampled_from([1, 3]), seed=st.integers(0, 2**32 - 1))
+def test_line_mechanisms_agree_with_their_matrices(eps, k, step, seed):
+    rng = np.random.default_rng(seed)
+    domain = Integers(low=-5, high=-5 + step * (k - 1), step=step)
+    outputs = np.unique(rng.integers(0, k, size=k))
+    for name, params in (("krr", {}), ("geometric", {}), ("laplace", {}), ("exponential", {})):
+        _compare(make("mechanism", name, domain, eps=eps, **params), outputs, rng)
+    # untruncated: reports anywhere on the lattice, far beyond the domain included
+    reports = np.unique(np.concatenate([outputs, rng.integers(-3 * k - 50, 4 * k + 50, size=10)]))
+    _compare(make("mechanism", "geometric", domain, eps=eps, truncate=False), reports, rng)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    eps=st.floats(0.3, 4.0),
+    rows=st.integers(1, 6),
+    cols=st.integers(2, 6),
+    window=st.tuples(st.integers(0, 5), st.integers(0, 5), st.integers(1, 6), st.integers(1, 6)),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_planar_mechanisms_agree_with_their_matrices(eps, rows, cols, window, seed):
+    rng = np.random.default_rng(seed)
+    grid = Grid(rows=rows, cols=cols, cell=0.7)
+    r0, c0 = min(window[0], rows - 1), min(window[1], cols - 1)
+    win = [r0, c0, min(window[2], rows - r0), min(window[3], cols - c0)]
+    outputs = np.unique(rng.integers(0, win[2] * win[3], size=8))
+    _compare(make("mechanism", "planar-geometric", grid, eps=eps, window=win), outputs, rng)
+    _compare(make("mechanism", "exponential", grid, eps=eps), np.unique(rng.integers(0, rows * cols, size=8)), rng)
+
+
+def test_planar_laplace_and_categorical_exponential_agree(rng):
+    _compare(
+        make("mechanism", "planar-laplace", Grid(rows=5, cols=4), eps=0.6, window=[1, 0, 3, 4]), np.arange(12), rng
+    )
+    _compare(make("mechanism", "exponential", Categorical(values=list("abcdefg")), eps=1.3), [0, 3, 6], rng)
+
+
+def test_constant_plus_column_is_the_matrix_it_describes():
+    h = constant_plus_column(np.array([2, 0, 2]), 4, 0.25)
+    expected = np.full((3, 4), 0.25)
+    expected[[0, 1, 2], [2, 0, 2]] = 1
+    np.testing.assert_array_equal(h @ np.eye(4), expected)
+    np.testing.assert_array_equal(h.T @ np.eye(3), expected.T)
+
+
+def test_convolution_with_clamping_folds_every_offset_beyond_the_window():
+    # kernel over offsets -2..2 on a line of 3 values, window = cell 1 only: every report is cell 1
+    kernel = np.array([0.1, 0.2, 0.4, 0.2, 0.1])
+    shift, op = convolution_likelihood(kernel, (3,), np.array([0]), start=(1,), window=(1,))
+    np.testing.assert_allclose(np.exp(shift[0]) * op.rows([0]), [[1.0, 1.0, 1.0]])
+
+
+def test_small_ffts_entries_are_recomputed_exactly(rng):
+    # theta far from a report: its probability is ~e^-60 of the largest, below FFT rounding, yet exact
+    domain = Integers(low=0, high=99)
+    geo = make("mechanism", "geometric", domain, eps=2.0)
+    shift, op = geo.structured_likelihood(np.array([[0], [99]]))
+    theta = np.zeros(100)
+    theta[-1] = 1.0
+    dense = np.exp(geo.log_likelihood(np.array([[0], [99]])) - shift[:, None])
+    assert (dense @ theta)[0] < 1e-80
+    np.testing.assert_allclose(op @ theta, dense @ theta, rtol=1e-12, atol=0)
+
+
+def test_large_domains_use_the_structured_operator_and_small_ones_the_dense_array(rng):
+    for k, structured in ((ldpsim.STRUCTURED_MIN_SIZE - 1, False), (ldpsim.STRUCTURED_MIN_SIZE, True)):
+        domain = Integers(low=0, high=k - 1)
+        for name in ("krr", "geometric", "laplace", "exponential"):
+            mech = make("mechanism", name, domain, eps=0.5)
+            obs = Observations.from_reports(domain, [(mech, mech.sample(rng.integers(0, k, 300), rng))])
+            assert isinstance(Likelihood(obs).H, np.ndarray) is not structured, (name, k)
+
+
+@pytest.fixture
+def little_memory(monkeypatch):
+    monkeypatch.setattr(ldpsim.memory, "available_memory", lambda: 100_000_000)
+
+
+def test_a_matrix_beyond_memory_is_refused_with_its_size_and_the_alternative(little_memory):
+    planar = make("mechanism", "planar-geometric", Grid(rows=256, cols=256), eps=1.0)
+    with pytest.raises(MemoryLimitError) as info:
+        planar.matrix  # noqa: B018
+    msg = str(info.value)
+    assert "\n" not in msg and "65536 x 65536 matrix of planar-geometric" in msg and "34.4 GB" in msg
+    assert "ibu" in msg and "fewer values" in msg
+
+
+def test_a_dense_likelihood_beyond_memory_is_refused(little_memory, rng):
+    domain = Integers(low=0, high=9_999)
+    krr = make("mechanism", "krr", domain, eps=1.0)
+    reports = np.column_stack([krr.sample(rng.integers(0, 10_000, 2_000), rng) for _ in range(2)])
+    obs = Observations.from_reports(domain, [((krr, krr), reports)])
+    with pytest.raises(MemoryLimitError, match=r"dense \d+ x 10000 likelihood of plan \[krr, krr\].*fewer values"):
+        Likelihood(obs)
+
+
+def test_the_256_by_256_grid_is_simulated_and_estimated_without_its_matrix(little_memory, rng):
+    grid = Grid(rows=256, cols=256)
+    planar = make("mechanism", "planar-geometric", grid, eps=1.0)
+    values = rng.integers(0, grid.size, 5_000)
+    obs = Observations.from_reports(grid, [(planar, planar.sample(values, rng))])
+    estimate = make("estimator", "ibu", max_iter=3, likely=False).estimate(obs)
+    assert estimate.iterations == 3 and estimate.distribution.shape == (65_536,)
+    assert estimate.loglik > Likelihood.of(obs).loglik(np.full(65_536, 1 / 65_536))  # EM moved uphill
