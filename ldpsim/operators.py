@@ -120,11 +120,14 @@ class ConvolutionOperator(LinearOperator):
         self.spectrum = fft.rfftn(kernel, self.fft_shape)
         self.positions = outputs + np.asarray(self.start)  # the reports' cells in domain coordinates
         self.flat_outputs = np.ravel_multi_index(tuple(outputs.T), self.window)
-        self._cumulative: dict[tuple[str, ...], np.ndarray] = {}
+        self._cumulative: dict[tuple[int, ...], np.ndarray] = {}
         self.classes = self._row_classes()
-        reference = self._at(self.classes, self.positions, self.positions)
+        # The value each row is scaled by: its own cell's, or for a window edge the farthest value beyond that
+        # edge, which collects the most offsets; for a kernel decreasing away from 0, the row's maximum.
+        far = np.where(self.classes == 1, 0, np.where(self.classes == 2, np.asarray(self.grid) - 1, self.positions))
+        reference = self._at(self.classes, self.positions, far)
         if column_scale is not None:
-            reference = reference * column_scale[np.ravel_multi_index(tuple(self.positions.T), self.grid)]
+            reference = reference * column_scale[np.ravel_multi_index(tuple(far.T), self.grid)]
         with np.errstate(divide="ignore"):
             self.shift = np.log(reference)
         self.row_scale = np.where(reference > 0, 1.0 / np.where(reference > 0, reference, 1.0), 0.0)
@@ -273,8 +276,8 @@ def convolution_likelihood(
     any window. ``outputs`` are the reports' cells in window coordinates, (D, ndim) or (D,) on a line;
     the window is ``[start, start + window)`` per axis (default: the whole domain). ``column_scale``
     multiplies column x (a per-value normalizer, e.g. the exponential mechanism's 1 / Z_x).
-    ``exp(shift_d)`` is P(z_d | x) at the value x in the report's own cell: the row maximum for any
-    kernel that decreases away from offset 0.
+    ``exp(shift_d)`` is P(z_d | x) at the value x in the report's own cell (for a window edge, at the
+    farthest value beyond it): the row maximum for any kernel that decreases away from offset 0.
     """
     kernel = np.asarray(kernel, dtype=float)
     shape = tuple(int(s) for s in shape)
