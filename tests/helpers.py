@@ -22,3 +22,19 @@ def matrix_mechanism(rows, domain=None):
 def observe(mech, outputs):
     """Observations of single reports given as output indices (a list with repeats)."""
     return Observations.from_reports(mech.domain, [(mech, np.asarray(outputs)[:, None])])
+
+
+def shared_data(name: str):
+    """A file of the workplace's shared data folder (../shared/data beside the checkout, or
+    $LDPSIM_SHARED_DATA); the test is skipped, saying where it looked, if it is absent."""
+    import os
+    from pathlib import Path
+
+    import pytest
+
+    candidates = [Path(os.environ["LDPSIM_SHARED_DATA"])] if "LDPSIM_SHARED_DATA" in os.environ else []
+    candidates += [Path(__file__).resolve().parents[2] / "shared" / "data", Path("/work/shared/data")]
+    for folder in candidates:
+        if (folder / name).is_file():
+            return folder / name
+    pytest.skip(f"shared data file {name} not found in {', '.join(map(str, candidates))}")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import make
+from helpers import make, shared_data
 from hypothesis import given
 from hypothesis import strategies as st
 from ldpsim_plugins.datasets.gowalla import SF, Box, OutsideBoxWarning
@@ -25,7 +25,6 @@ from ldpsim import DataError, Grid, Integers, ParameterError
 from ldpsim.cli import app
 
 DATA = Path(__file__).parent / "data"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"  # the data folder beside the checkout
 AGES = Integers(low=17, high=90)
 SF_GRID = Grid(rows=16, cols=24, cell=0.5)
 
@@ -48,7 +47,7 @@ def test_shipped_adult_ages_are_the_48842_persons():
 
 
 def test_reading_the_shared_adult_ages_gives_the_shipped_counts():
-    np.testing.assert_array_equal(adult(path=str(SHARED / "adult_ages.csv")).counts, adult().counts)
+    np.testing.assert_array_equal(adult(path=str(shared_data("adult_ages.csv"))).counts, adult().counts)
 
 
 def test_raw_uci_files_skip_the_cross_validator_line_and_blank_lines(tmp_path):
@@ -188,7 +187,7 @@ def test_shipped_sf_counts():
 def test_reading_the_shared_sf_file_gives_the_shipped_counts():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # every row of the shared file is inside the box: no warning
-        read = gowalla(path=str(SHARED / "gowalla_sf.csv"))
+        read = gowalla(path=str(shared_data("gowalla_sf.csv")))
     np.testing.assert_array_equal(read.counts, gowalla().counts)
     assert read.outside == 0
 
