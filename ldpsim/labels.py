@@ -58,6 +58,12 @@ def describe(ds: xr.Dataset, axes: Iterable[Axis], domain: Domain, metrics: Mapp
     ds["rep"].attrs.update(long_name="repetition")
     ds["estimator"].attrs.update(long_name="estimator")
     ds["metric"].attrs.update(long_name="metric")
+    for name, long_name in (
+        ("estimator_name", "registered name of the estimator plugin"),
+        ("stop_rule", "stopping rule: delta (the paper's |L(t) - L(t-1)| < delta), kkt (certified MLE), none"),
+    ):
+        if name in ds.coords:
+            ds[name].attrs.update(long_name=long_name)
     ds.coords["metric_long_name"] = ("metric", [metric_long_name(m) for m in metrics.values()])
     ds.coords["metric_units"] = ("metric", [metric_units(m, domain) for m in metrics.values()])
     unit = distance_unit(domain)

@@ -158,6 +158,7 @@ def test_results_record_the_rule_and_the_gap():
     }
     ds = ldpsim.run_scenario(doc)
     assert list(ds["stop_rule"].values) == ["delta", "kkt", "none"]
+    assert "stopping rule" in ds["stop_rule"].attrs["long_name"]
     assert ds["gap"].attrs["units"] == "nat"
     gap = ds["gap"].to_pandas()
     assert (gap.loc["mle"] <= 5_000 * 1e-6).all() and (gap.loc["ibu"] > gap.loc["mle"]).all()
