@@ -58,6 +58,21 @@ def _colour(e: int) -> str:
     return colours[e % len(colours)]
 
 
+def _boxes(ax, data: list[np.ndarray], e: int, n_estimators: int) -> None:
+    """Estimator ``e``'s boxes, one per x position, side by side with the other estimators' (the papers' style)."""
+    width = 0.8 / n_estimators
+    box = ax.boxplot(
+        data,
+        positions=np.arange(len(data)) + (e - (n_estimators - 1) / 2) * width,
+        widths=width * 0.9,
+        patch_artist=True,
+        manage_ticks=False,
+        medianprops={"color": "black"},
+    )
+    for patch in box["boxes"]:
+        patch.set_facecolor(_colour(e))
+
+
 def summary_figure(ds: xr.Dataset):
     """One row of error boxplots (a panel per metric), one row of estimates vs truth (repetition 0).
 
@@ -74,25 +89,13 @@ def summary_figure(ds: xr.Dataset):
     bottom = (1 + len(estimators)) if grid else min(len(points), MAX_ESTIMATE_PANELS)
     cols = max(len(metrics), bottom)
     fig, axes = plt.subplots(2, cols, figsize=(4.2 * cols, 7.5), squeeze=False, constrained_layout=True)
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 
-    width = 0.8 / len(estimators)
     for m, metric in enumerate(metrics):
         ax = axes[0, m]
         for e, est in enumerate(estimators):
             data = [ds["error"].sel(metric=metric, estimator=est).isel(dict(zip(sweeps, p))).values for p in points]
-            pos = np.arange(len(points)) + (e - (len(estimators) - 1) / 2) * width
-            box = ax.boxplot(
-                data,
-                positions=pos,
-                widths=width * 0.9,
-                patch_artist=True,
-                manage_ticks=False,
-                medianprops={"color": "black"},
-            )
-            for patch in box["boxes"]:
-                patch.set_facecolor(colours[e % len(colours)])
-            ax.plot([], [], "s", color=colours[e % len(colours)], label=est)
+            _boxes(ax, data, e, len(estimators))
+            ax.plot([], [], "s", color=_colour(e), label=est)
         ax.set_xticks(
             np.arange(len(points)), [_label(ds, sweeps, p) for p in points], rotation=30 if len(points) > 4 else 0
         )
@@ -127,9 +130,7 @@ def summary_figure(ds: xr.Dataset):
                 width=np.min(np.diff(x)) if len(x) > 1 else 1,
             )
             for e, est in enumerate(estimators):
-                ax.plot(
-                    x, ds["estimate"].sel(estimator=est).isel(sel).values, color=colours[e % len(colours)], label=est
-                )
+                ax.plot(x, ds["estimate"].sel(estimator=est).isel(sel).values, color=_colour(e), label=est)
             if not numeric:
                 ax.set_xticks(x, [str(v) for v in labels], rotation=90 if len(labels) > 8 else 0)
             ax.set_xlabel(dim)
@@ -190,7 +191,6 @@ def box_figure(ds: xr.Dataset, *, sweep: str | None = None, at: Mapping[str, str
     error = ds["error"].isel(point)
     metrics, estimators = _names(ds, "metric"), _names(ds, "estimator")
     labels = [str(v) for v in ds[axis].values] if axis else [""]
-    width = 0.8 / len(estimators)
     fig, axes = plt.subplots(
         1,
         len(metrics),
@@ -202,17 +202,7 @@ def box_figure(ds: xr.Dataset, *, sweep: str | None = None, at: Mapping[str, str
         for e, est in enumerate(estimators):
             values = error.sel(metric=metric, estimator=est).transpose(*([axis] if axis else []), "rep").values
             data = [row[np.isfinite(row)] for row in values.reshape(len(labels), -1)]
-            positions = np.arange(len(labels)) + (e - (len(estimators) - 1) / 2) * width
-            box = ax.boxplot(
-                data,
-                positions=positions,
-                widths=width * 0.9,
-                patch_artist=True,
-                manage_ticks=False,
-                medianprops={"color": "black"},
-            )
-            for patch in box["boxes"]:
-                patch.set_facecolor(_colour(e))
+            _boxes(ax, data, e, len(estimators))
         if axis:
             ax.set_xticks(np.arange(len(labels)), labels, rotation=30 if len(labels) > 6 else 0)
             ax.set_xlabel(coord_label(ds, axis))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import strategies as st
 
 import ldpsim
 from ldpsim import Categorical, Observations
@@ -38,3 +39,15 @@ def shared_data(name: str):
         if (folder / name).is_file():
             return folder / name
     pytest.skip(f"shared data file {name} not found in {', '.join(map(str, candidates))}")
+
+
+@st.composite
+def em_problems(draw, max_count: int = 50):
+    """(row-stochastic k x m matrix with positive entries, counts of the m outputs, full-support start)."""
+    k = draw(st.integers(2, 6))
+    m = draw(st.integers(2, 6))
+    rows = draw(st.lists(st.lists(st.floats(0.01, 1.0), min_size=m, max_size=m), min_size=k, max_size=k))
+    counts = draw(st.lists(st.integers(0, max_count), min_size=m, max_size=m).filter(lambda c: sum(c) > 0))
+    start = draw(st.lists(st.floats(0.01, 1.0), min_size=k, max_size=k))
+    a = np.array(rows) / np.sum(rows, axis=1, keepdims=True)
+    return a, np.array(counts), np.array(start) / np.sum(start)

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from helpers import make, matrix_mechanism, observe
+from helpers import em_problems, make, matrix_mechanism, observe
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ldpsim_plugins.estimators.krr_mle import water_fill
@@ -28,15 +28,6 @@ def krr_problem(rng, k=30, n=20_000, eps=1.0):
     return obs, water_fill(counts, krr._keep, krr._other)
 
 
-@st.composite
-def problems(draw):
-    k = draw(st.integers(2, 6))
-    m = draw(st.integers(2, 6))
-    rows = draw(st.lists(st.lists(st.floats(0.01, 1.0), min_size=m, max_size=m), min_size=k, max_size=k))
-    counts = draw(st.lists(st.integers(0, 500), min_size=m, max_size=m).filter(lambda c: sum(c) > 0))
-    start = draw(st.lists(st.floats(0.01, 1.0), min_size=k, max_size=k))
-    a = np.array(rows) / np.sum(rows, axis=1, keepdims=True)
-    return a, np.array(counts), np.array(start) / np.sum(start)
 
 
 def _likelihood(a, counts):
@@ -45,7 +36,7 @@ def _likelihood(a, counts):
 
 
 @settings(deadline=None)
-@given(problems())
+@given(em_problems(max_count=500))
 def test_squarem_never_lowers_the_loglik_and_stays_in_the_simplex(problem):
     a, counts, start = problem
     result = gibu(_likelihood(a, counts), start, stop="kkt", tol=1e-12, max_iter=300, trace=True, accelerate="squarem")
@@ -54,7 +45,7 @@ def test_squarem_never_lowers_the_loglik_and_stays_in_the_simplex(problem):
 
 
 @settings(deadline=None)
-@given(problems(), st.integers(0, 2**32 - 1))
+@given(em_problems(max_count=500), st.integers(0, 2**32 - 1))
 def test_the_certificate_bounds_the_loglik_still_to_gain(problem, seed):
     # L(theta*) - L(theta) <= n log(max_x g_x / n) for every theta*, in particular the MLE
     a, counts, _ = problem

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from helpers import make, matrix_mechanism, observe
+from helpers import em_problems, make, matrix_mechanism, observe
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -194,18 +194,9 @@ class TestEngine:
         np.testing.assert_allclose(nxt, nxt2, rtol=1e-12)
 
 
-@st.composite
-def problems(draw):
-    k = draw(st.integers(2, 6))
-    m = draw(st.integers(2, 6))
-    rows = draw(st.lists(st.lists(st.floats(0.01, 1.0), min_size=m, max_size=m), min_size=k, max_size=k))
-    counts = draw(st.lists(st.integers(0, 50), min_size=m, max_size=m).filter(lambda c: sum(c) > 0))
-    start = draw(st.lists(st.floats(0.01, 1.0), min_size=k, max_size=k))
-    a = np.array(rows) / np.sum(rows, axis=1, keepdims=True)
-    return a, np.array(counts), np.array(start) / np.sum(start)
 
 
-@given(problems())
+@given(em_problems(max_count=50))
 def test_loglik_never_decreases(problem):
     a, counts, start = problem
     mech = matrix_mechanism(a)
@@ -215,7 +206,7 @@ def test_loglik_never_decreases(problem):
     assert result.theta.sum() == pytest.approx(1) and np.all(result.theta >= 0)
 
 
-@given(problems())
+@given(em_problems(max_count=50))
 def test_every_iterate_is_a_distribution_with_full_support(problem):
     a, counts, start = problem
     mech = matrix_mechanism(a)
