@@ -72,7 +72,7 @@ def dask(todo: Sequence[Task], run_task: RunTask, workers: int, scheduler: str |
         else:
             try:
                 client = Client(scheduler, timeout="10s")
-            except (OSError, TimeoutError) as exc:
+            except (OSError, TimeoutError, ValueError) as exc:  # ValueError: a malformed address
                 raise LdpsimError(
                     f"cannot reach the dask scheduler at {scheduler} ({exc})",
                     field="--scheduler",

@@ -185,6 +185,27 @@ def test_cli_option_errors_are_one_line(tmp_path):
     ]
 
 
+@pytest.mark.skipif(importlib.util.find_spec("distributed") is None, reason="needs the dask extra")
+@pytest.mark.parametrize("address", ["foo", "tcp://127.0.0.1:9"])  # malformed; nothing listens on port 9
+def test_an_unreachable_scheduler_is_one_line(tmp_path, address):
+    scenario = tmp_path / "s.toml"
+    scenario.write_text("""
+name = "s"
+users = 200
+domain = { kind = "integers", low = 0, high = 3 }
+dataset = { name = "uniform", low = 0, high = 3 }
+cohorts.all.reports = [{ mechanism = "krr", eps = 1.0 }]
+estimators = ["ibu"]
+metrics = ["tv"]
+""")
+    out = tmp_path / "r.nc"
+    done = cli.invoke(app, ["run", str(scenario), "-o", str(out), "--scheduler", address, "-q"])
+    assert done.exit_code == 2, done.output
+    [line] = done.output.strip().splitlines()
+    assert line.startswith(f"error: {scenario}: --scheduler: cannot reach the dask scheduler at {address}")
+    assert not out.exists()
+
+
 def test_tasks_run_with_one_blas_thread(monkeypatch):
     """A threaded BLAS reduction may sum in another order with another thread count: tasks use one."""
     from threadpoolctl import threadpool_info
