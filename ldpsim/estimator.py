@@ -40,6 +40,9 @@ class Estimator(Configurable):
     """Base class of estimators. Subclasses implement :meth:`_estimate`."""
 
     kind: ClassVar[str] = "estimator"
+    #: True if the estimator inverts the plans' matrices (through :func:`ldpsim.unbiased_estimate`), so a
+    #: run can refuse up front matrices that would not fit in memory
+    inverts_matrices: ClassVar[bool] = False
 
     def _estimate(self, observations: Observations) -> Estimate | np.ndarray:
         raise NotImplementedError

@@ -41,6 +41,7 @@ from .observations import Observations
 from .registry import get_registry
 from .scenario import Builder, Point, Scenario, Setup, load_scenario, parse_override
 from .simulation import check_simulation_memory, cohort_group, split_counts
+from .unbiased import check_unbiased_memory
 
 Progress = Callable[[int, int], None]
 
@@ -195,10 +196,13 @@ def execute(
 
 
 def preflight(scenario: Scenario) -> None:
-    """Refuse, before any task runs, a sweep point whose simulation would not fit in memory."""
+    """Refuse, before any task runs, a sweep point whose simulation or matrix inversion would not fit in memory."""
     builder = scenario.builder or Builder(scenario.base_dir)
     for point in scenario.points():
-        check_simulation_memory(builder.setup(point))
+        setup = builder.setup(point)
+        check_simulation_memory(setup)
+        if any(est.inverts_matrices for est in setup.estimators.values()):
+            check_unbiased_memory([cohort.plan for cohort in setup.cohorts])
 
 
 def run_scenario(

@@ -8,6 +8,7 @@ import numpy as np
 
 from .errors import EstimationError
 from .mechanism import Mechanism
+from .memory import require_memory
 from .observations import Observations
 
 #: largest joint output alphabet of a plan that INV will form a matrix for
@@ -31,6 +32,28 @@ def plan_matrix(plan: Sequence[Mechanism]) -> np.ndarray:
                 hint="use ibu, which works on the observed reports only",
             )
     return joint
+
+
+def check_unbiased_memory(plans: Sequence[Sequence[Mechanism]]) -> None:
+    """Refuse, before a run, plans whose matrices :func:`unbiased_estimate` could not hold in memory.
+
+    A plan's (|X|, prod |Z_j|) matrix and the least-squares solve on it take about three copies of
+    it. Mechanisms with their own unbiased estimate, or that cannot tell their output count without
+    building the matrix, are left to the checks made when the matrix is built.
+    """
+    for plan in plans:
+        if len(plan) == 1 and type(plan[0])._unbiased_estimate is not Mechanism._unbiased_estimate:
+            continue
+        counts = [mech._output_count() for mech in plan]
+        if any(c is None for c in counts):
+            continue
+        joint = float(np.prod(np.array(counts, dtype=float)))
+        size = plan[0].domain.size
+        require_memory(
+            3 * 8.0 * size * joint,
+            f"matrix inversion on the {size} x {joint:.0f} matrix of [{', '.join(m.name for m in plan)}]",
+            hint="drop the inversion estimators (ibu uses the mechanisms' structured likelihoods), or use fewer values",
+        )
 
 
 def unbiased_estimate(observations: Observations) -> np.ndarray:

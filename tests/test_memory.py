@@ -23,3 +23,26 @@ def test_refuses_more_than_the_machine_has_in_one_line():
 
 def test_allows_small_allocations():
     require_memory(1 << 20, "a small array", hint="none needed")
+
+
+def test_a_run_refuses_an_inversion_beyond_memory_before_simulating(monkeypatch, tmp_path):
+    import ldpsim
+    from ldpsim import memory, runner
+
+    monkeypatch.setattr(memory, "available_memory", lambda: 1 << 30)
+    monkeypatch.setattr(runner, "simulate", lambda *a, **k: pytest.fail("simulated before refusing"))
+    doc = {
+        "name": "wide",
+        "users": 1000,
+        "domain": {"kind": "grid", "rows": 100, "cols": 100},
+        "dataset": {"name": "uniform"},
+        "cohorts": {"all": {"reports": [{"mechanism": "planar-geometric", "eps": 1.0}]}},
+        "estimators": ["ibu", "inv-p"],
+        "metrics": ["tv"],
+    }
+    with pytest.raises(MemoryLimitError, match=r"matrix inversion on the 10000 x 10000 matrix of \[planar-geometric\] would need 2\.4 GB"):
+        ldpsim.run_scenario(doc)
+    doc["estimators"] = ["ibu"]  # no inversion: nothing to refuse up front
+    monkeypatch.setattr(runner, "simulate", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("simulating")))
+    with pytest.raises(RuntimeError, match="simulating"):
+        ldpsim.run_scenario(doc)

@@ -11,6 +11,7 @@ class InvN(Estimator):
     """INV-N: an unbiased estimate (q A^-1, or the mechanism's own), negatives set to 0, then normalized."""
 
     name = "inv-n"
+    inverts_matrices = True
 
     def _estimate(self, observations: Observations) -> np.ndarray:
         v = np.clip(unbiased_estimate(observations), 0.0, None)
@@ -23,6 +24,7 @@ class InvP(Estimator):
     """INV-P: an unbiased estimate (q A^-1, or the mechanism's own), projected onto the simplex."""
 
     name = "inv-p"
+    inverts_matrices = True
 
     def _estimate(self, observations: Observations) -> np.ndarray:
         return project_simplex(unbiased_estimate(observations))

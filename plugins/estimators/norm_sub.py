@@ -28,6 +28,7 @@ class NormSub(Estimator):
     """Norm-Sub (Wang et al., NDSS 2020): an unbiased estimate, negatives zeroed, positives shifted to sum to 1."""
 
     name = "norm-sub"
+    inverts_matrices = True
 
     def _estimate(self, observations: Observations) -> np.ndarray:
         return norm_sub(unbiased_estimate(observations))
