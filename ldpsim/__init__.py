@@ -30,6 +30,7 @@ from .operators import (
     ConvolutionOperator,
     constant_plus_column,
     convolution_likelihood,
+    named_values_likelihood,
     rank_one_plus_sparse,
 )
 from .params import Configurable, Param
@@ -88,6 +89,7 @@ __all__ = [
     "lip_level",
     "load_scenario",
     "make_domain",
+    "named_values_likelihood",
     "plan_matrix",
     "parse_domain",
     "project_simplex",

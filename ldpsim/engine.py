@@ -23,7 +23,10 @@ import numpy as np
 from .errors import EstimationError, ParameterError
 from .memory import require_memory
 from .observations import Observations, ReportGroup
-from .operators import rank_one_plus_sparse  # noqa: F401  (kept importable from here)
+from .operators import (
+    named_values_likelihood,
+    rank_one_plus_sparse,  # noqa: F401  (kept importable from here)
+)
 
 #: default stopping threshold: GIBU stops when |L(t) - L(t-1)| < DEFAULT_DELTA (nats), whatever n is
 DEFAULT_DELTA = 0.01
@@ -350,6 +353,12 @@ def _block(group: ReportGroup) -> tuple[np.ndarray, object]:
         if parts is not None:
             return parts
     rows, size = group.reports.shape[0], group.plan[0].domain.size
+    named = [m._named_value_likelihood() if m.report_width == 1 else None for m in group.plan]
+    if len(group.plan) > 1 and all(pair is not None for pair in named):
+        for mech, column in group.columns():  # the same check a dense likelihood makes
+            mech._require_outputs(column[:, 0], size)
+        hit, miss = np.array(named, dtype=float).T
+        return named_values_likelihood(group.reports, hit, miss, size)
     require_memory(
         24.0 * rows * size,  # the log-likelihoods, their sum over the plan and the rescaled rows
         f"the dense {rows} x {size} likelihood of plan [{', '.join(m.name for m in group.plan)}]",

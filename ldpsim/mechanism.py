@@ -109,6 +109,12 @@ class Mechanism(OnDomain):
         mechanism has a better one than inverting its matrix (or has no matrix)."""
         return None
 
+    def _named_value_likelihood(self) -> tuple[float, float] | None:
+        """Optional: ``(log P(z | z), log P(z | x != z))`` if a report is one domain index z whose
+        likelihood takes one value at x = z and another elsewhere (k-RR). Plans of several such
+        reports then get a sparse likelihood (:func:`ldpsim.named_values_likelihood`)."""
+        return None
+
     def _likely_subset(self, reports: np.ndarray) -> np.ndarray | None:
         """Optional: a boolean mask over the domain outside which every value is unlikely
         for these reports (004 Definitions 2-3), so any MLE is zero there. None if unknown."""

@@ -7,6 +7,8 @@ far less than a dense product:
 
 * :func:`constant_plus_column`: ``H[d, x] = 1`` at the reported value, ``r``
   elsewhere (k-RR, the exponential mechanism on categories): O(|X| + D).
+* :func:`named_values_likelihood`: several reports that each name a value (a
+  user reporting several times through k-RR): a constant plus r entries per row.
 * :func:`rank_one_plus_sparse`: ``r`` off a sparse 0/1 pattern (unary
   encodings, local hashing).
 * :func:`convolution_likelihood`: translation-invariant noise on a line or a
@@ -63,6 +65,44 @@ def constant_plus_column(columns: np.ndarray, size: int, r: float) -> LinearOper
         return r * m.sum(axis=0, keepdims=True) + one_minus_r * m[columns]
 
     return LinearOperator((columns.size, size), matvec=matvec, rmatvec=rmatvec, matmat=matmat, dtype=float)
+
+
+def named_values_likelihood(
+    reports: np.ndarray, log_hit: np.ndarray, log_miss: np.ndarray, size: int
+) -> tuple[np.ndarray, LinearOperator]:
+    """``(shift, H)`` for report tuples whose j-th report names a value ``z_j`` with
+    ``P(z_j | x) = exp(log_hit[j])`` at ``x = z_j`` and ``exp(log_miss[j])`` elsewhere (k-RR).
+
+    The product over a tuple is one constant for every x the tuple does not name and
+    differs only at the (at most r) values it names, so ``H = c 1^T + S`` with S sparse,
+    r entries per row: O(D r + |X|) per product instead of a dense D x |X| array. Formed in
+    log space and rescaled per row, so thousands of reports per user do not underflow.
+    """
+    from scipy.sparse import coo_matrix
+
+    reports = np.asarray(reports, dtype=np.int64)
+    rows, width = reports.shape
+    gain = np.asarray(log_hit, dtype=float) - np.asarray(log_miss, dtype=float)  # (r,)
+    # per (row, named value): the summed log-gain of the reports naming it (duplicates are summed)
+    named = coo_matrix(
+        (np.tile(gain, rows), (np.repeat(np.arange(rows), width), reports.ravel())), shape=(rows, size)
+    ).tocsr()
+    best = np.maximum(named.max(axis=1).toarray().ravel(), 0.0)  # 0: a value the row does not name
+    shift = float(np.sum(log_miss)) + best
+    constant = np.exp(-best)
+    per_row = np.repeat(constant, np.diff(named.indptr))
+    named.data = np.exp(named.data - np.repeat(best, np.diff(named.indptr))) - per_row
+    named_t = named.T.tocsr()
+
+    def matvec(theta: np.ndarray) -> np.ndarray:
+        theta = np.ravel(theta)
+        return constant * theta.sum() + named @ theta
+
+    def rmatvec(w: np.ndarray) -> np.ndarray:
+        w = np.ravel(w)
+        return float(constant @ w) + named_t @ w
+
+    return shift, LinearOperator((rows, size), matvec=matvec, rmatvec=rmatvec, dtype=float)
 
 
 def rank_one_plus_sparse(support, r: float) -> LinearOperator:  # noqa: ANN001  (a scipy.sparse CSR matrix)

@@ -184,16 +184,14 @@ class TestEngine:
             Likelihood(observe(mech, [0, 1, 2]))
 
     def test_row_rescaling_leaves_update_and_gradient_unchanged(self, rng):
-        domain = Integers(low=0, high=5)
-        krr = make("mechanism", "krr", domain, eps=1.0)
-        lik = Likelihood(Observations.from_reports(domain, [((krr, krr), rng.integers(0, 6, (50, 2)))]))
+        mech = matrix_mechanism(rng.dirichlet(np.ones(6), size=6))  # two reports through a dense matrix
+        lik = Likelihood(Observations.from_reports(mech.domain, [((mech, mech), rng.integers(0, 6, (50, 2)))]))
+        assert isinstance(lik.H, np.ndarray)
         theta = rng.dirichlet(np.ones(6))
         nxt, _ = lik.em_step(theta)
         lik.H *= rng.uniform(0.1, 10, size=(lik.H.shape[0], 1))  # any positive per-row factor
         nxt2, _ = lik.em_step(theta)
         np.testing.assert_allclose(nxt, nxt2, rtol=1e-12)
-
-
 
 
 @given(em_problems(max_count=50))

@@ -135,11 +135,29 @@ def test_a_matrix_beyond_memory_is_refused_with_its_size_and_the_alternative(lit
 
 def test_a_dense_likelihood_beyond_memory_is_refused(little_memory, rng):
     domain = Integers(low=0, high=9_999)
-    krr = make("mechanism", "krr", domain, eps=1.0)
-    reports = np.column_stack([krr.sample(rng.integers(0, 10_000, 2_000), rng) for _ in range(2)])
-    obs = Observations.from_reports(domain, [((krr, krr), reports)])
-    with pytest.raises(MemoryLimitError, match=r"dense \d+ x 10000 likelihood of plan \[krr, krr\].*fewer values"):
+    geo = make("mechanism", "geometric", domain, eps=1.0)  # two reports per user: no structured product
+    reports = np.column_stack([geo.sample(rng.integers(0, 10_000, 2_000), rng) for _ in range(2)])
+    obs = Observations.from_reports(domain, [((geo, geo), reports)])
+    with pytest.raises(
+        MemoryLimitError, match=r"dense \d+ x 10000 likelihood of plan \[geometric, geometric\].*fewer values"
+    ):
         Likelihood(obs)
+
+
+def test_several_krr_reports_per_user_fit_where_their_dense_likelihood_would_not(little_memory, rng):
+    domain = Integers(low=0, high=9_999)
+    krr = make("mechanism", "krr", domain, eps=1.0)
+    reports = np.column_stack([krr.sample(rng.integers(0, 10_000, 2_000), rng) for _ in range(3)])
+    obs = Observations.from_reports(domain, [((krr, krr, krr), reports)])
+    likelihood = Likelihood(obs)  # the dense 2000 x 10000 array would exceed little_memory
+    # L(uniform) in closed form: P(tuple | x) = keep^m other^(3 - m), m = how many reports name x
+    keep, other = krr._keep, krr._other
+    expected = 0.0
+    for row, count in zip(obs.groups[0].reports, obs.groups[0].counts, strict=True):
+        named, m = np.unique(row, return_counts=True)
+        total = (10_000 - named.size) * other**3 + np.sum(keep**m * other ** (3 - m))
+        expected += count * np.log(total / 10_000)
+    assert likelihood.loglik(np.full(10_000, 1e-4)) == pytest.approx(expected, rel=1e-12)
 
 
 def test_the_256_by_256_grid_is_simulated_and_estimated_without_its_matrix(little_memory, rng):
@@ -150,3 +168,51 @@ def test_the_256_by_256_grid_is_simulated_and_estimated_without_its_matrix(littl
     estimate = make("estimator", "ibu", max_iter=3, likely=False).estimate(obs)
     assert estimate.iterations == 3 and estimate.distribution.shape == (65_536,)
     assert estimate.loglik > Likelihood.of(obs).loglik(np.full(65_536, 1 / 65_536))  # EM moved uphill
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(2, 9),
+    st.lists(st.floats(0.05, 8.0), min_size=2, max_size=5),
+    st.integers(1, 30),
+    st.integers(0, 2**32 - 1),
+)
+def test_reports_naming_values_give_a_sparse_likelihood_equal_to_the_dense_one(k, eps, rows, seed):
+    """Several k-RR reports per user: H = c 1^T + S, with the dense product's values and GIBU's iterates."""
+    rng = np.random.default_rng(seed)
+    domain = Integers(low=0, high=k - 1)
+    plan = [make("mechanism", "krr", domain, eps=e) for e in eps]
+    reports = rng.integers(0, k, size=(rows, len(plan)))
+    reports[0] = reports[0, 0]  # a tuple naming one value several times
+    obs = Observations.from_reports(domain, [(plan, reports)])
+    group = obs.groups[0].canonical()
+    shift, op = ldpsim.engine._block(group)
+    assert not isinstance(op, np.ndarray)  # the sparse path was taken
+    log_dense = group.log_likelihood()
+    np.testing.assert_allclose(shift, log_dense.max(axis=1), rtol=1e-12, atol=1e-12)  # rows scaled by their maximum
+    dense = np.exp(log_dense - shift[:, None])
+    theta = rng.dirichlet(np.ones(k))
+    np.testing.assert_allclose(op @ theta, dense @ theta, rtol=1e-12)
+    w = rng.uniform(0.1, 10, group.reports.shape[0])
+    np.testing.assert_allclose(op.T @ w, dense.T @ w, rtol=1e-12)
+
+
+def test_many_krr_reports_per_user_do_not_underflow_and_give_gibus_dense_iterates():
+    domain = Integers(low=0, high=5)
+    plan = [make("mechanism", "krr", domain, eps=0.5)] * 500  # a tuple's probability is far below 1e-308
+    rng = np.random.default_rng(3)
+    values = rng.integers(0, 6, size=300)
+    reports = np.concatenate([m.sample(values, rng) for m in plan], axis=1)
+    obs = Observations.from_reports(domain, [(plan, reports)])
+    group = obs.groups[0].canonical()
+    log_g = group.log_likelihood()
+    assert log_g.max() < -700  # exp would underflow without the per-row rescaling
+    h = np.exp(log_g - log_g.max(axis=1, keepdims=True))
+    likelihood = Likelihood(obs)
+    theta = np.full(6, 1 / 6)
+    for _ in range(5):
+        nxt, loglik = likelihood.em_step(theta)
+        p = h @ theta
+        assert loglik == pytest.approx(float(group.counts @ (np.log(p) + log_g.max(axis=1))), rel=1e-12)
+        np.testing.assert_allclose(nxt, theta * (h.T @ (group.counts / p)) / group.n, rtol=1e-10)
+        theta = nxt

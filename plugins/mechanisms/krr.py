@@ -53,6 +53,9 @@ class KRR(Mechanism):
         self._require_outputs(z, self.domain.size)
         return np.full(z.shape[0], math.log(self._keep)), constant_plus_column(z, self.domain.size, math.exp(-self.eps))
 
+    def _named_value_likelihood(self) -> tuple[float, float]:
+        return math.log(self._keep), math.log(self._other)
+
     def _likely_subset(self, reports: np.ndarray) -> np.ndarray:
         # 004 Prop. 8.4: the reported values. An unreported x' is beaten by any reported x
         # on every report: P(z|x') = q <= P(z|x), with equality except at z = x.
