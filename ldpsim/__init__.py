@@ -20,7 +20,7 @@ from .errors import (
     PluginError,
     ScenarioError,
 )
-from .estimator import Estimate, Estimator
+from .estimator import Estimate, Estimator, InversionEstimator
 from .hookspecs import hookimpl
 from .mechanism import ROW_SUM_TOL, Mechanism
 from .metric import Metric
@@ -62,6 +62,7 @@ __all__ = [
     "Estimator",
     "Grid",
     "Integers",
+    "InversionEstimator",
     "LdpsimError",
     "Likelihood",
     "Mechanism",

@@ -12,6 +12,7 @@ import numpy as np
 from .engine import Likelihood
 from .observations import Observations
 from .params import Configurable
+from .unbiased import unbiased_estimate
 
 
 @dataclass(frozen=True)
@@ -75,3 +76,16 @@ class Estimator(Configurable):
             loglik, grad = likelihood.em_parts(dist)
             kkt, gap = likelihood.certificate(grad) if loglik > -math.inf else (math.inf, math.inf)
         return replace(result, distribution=dist, loglik=loglik, kkt=kkt, gap=gap, seconds=seconds)
+
+
+class InversionEstimator(Estimator):
+    """Base of estimators that post-process an unbiased estimate (matrix inversion, 001 Sec. VII):
+    subclasses implement :meth:`_postprocess`, taking the estimate off the simplex back onto it."""
+
+    inverts_matrices: ClassVar[bool] = True
+
+    def _postprocess(self, unbiased: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _estimate(self, observations: Observations) -> np.ndarray:
+        return self._postprocess(unbiased_estimate(observations))

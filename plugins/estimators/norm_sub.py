@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldpsim import Estimator, Observations, hookimpl, unbiased_estimate
+from ldpsim import InversionEstimator, hookimpl
 
 
 def norm_sub(v: np.ndarray) -> np.ndarray:
@@ -24,14 +24,13 @@ def norm_sub(v: np.ndarray) -> np.ndarray:
         active &= ~negative
 
 
-class NormSub(Estimator):
+class NormSub(InversionEstimator):
     """Norm-Sub (Wang et al., NDSS 2020): an unbiased estimate, negatives zeroed, positives shifted to sum to 1."""
 
     name = "norm-sub"
-    inverts_matrices = True
 
-    def _estimate(self, observations: Observations) -> np.ndarray:
-        return norm_sub(unbiased_estimate(observations))
+    def _postprocess(self, unbiased: np.ndarray) -> np.ndarray:
+        return norm_sub(unbiased)
 
 
 @hookimpl
