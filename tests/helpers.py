@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
+import pytest
 from hypothesis import strategies as st
 
 import ldpsim
@@ -28,11 +32,6 @@ def observe(mech, outputs):
 def shared_data(name: str):
     """A file of the workplace's shared data folder (../shared/data beside the checkout, or
     $LDPSIM_SHARED_DATA); the test is skipped, saying where it looked, if it is absent."""
-    import os
-    from pathlib import Path
-
-    import pytest
-
     candidates = [Path(os.environ["LDPSIM_SHARED_DATA"])] if "LDPSIM_SHARED_DATA" in os.environ else []
     candidates += [Path(__file__).resolve().parents[2] / "shared" / "data", Path("/work/shared/data")]
     for folder in candidates:
