@@ -26,8 +26,8 @@ import numpy as np
 
 import ldpsim
 from ldpsim import Grid, Integers, Observations
-from ldpsim.memory import MemoryLimitError
-from ldpsim.simulation import sample_cohort
+from ldpsim.base.memory import MemoryLimitError
+from ldpsim.running.simulation import sample_cohort
 
 #: k * n above which OUE's plain-EM row is skipped (its passes over ~n distinct bit vectors take minutes)
 SLOW_PASSES = 10**8

@@ -3,7 +3,7 @@ import stat
 
 import pytest
 
-from ldpsim.atomic import atomic_path
+from ldpsim.base.atomic import atomic_path
 
 
 def test_a_failed_write_keeps_the_old_file_and_leaves_nothing_behind(tmp_path):

@@ -15,7 +15,7 @@ from matplotlib.image import imread
 from typer.testing import CliRunner
 
 import ldpsim
-from ldpsim.cli import app
+from ldpsim.output.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "scenarios" / "quickstart.toml"
@@ -115,7 +115,7 @@ def test_list_unknown_kind():
 
 def test_show_summarizes_a_results_file(tmp_path):
     out = tmp_path / "m.nc"
-    ldpsim.results.save_results(ldpsim.run_scenario(ROOT / "scenarios" / "mixed-population.toml", users=3000, repetitions=2), out)
+    ldpsim.results.assemble.save_results(ldpsim.run_scenario(ROOT / "scenarios" / "mixed-population.toml", users=3000, repetitions=2), out)
     result = runner.invoke(app, ["show", str(out)])
     assert result.exit_code == 0
     assert "mixed-population" in result.stdout and "mechanism:krr" in result.stdout
@@ -169,7 +169,7 @@ def test_check_mechanism_bad_input(args, message):
 
 def test_check_estimate_regenerates_the_reports(tmp_path):
     out = tmp_path / "q.nc"
-    ldpsim.results.save_results(
+    ldpsim.results.assemble.save_results(
         ldpsim.run_scenario(QUICKSTART, users=3000, repetitions=2, set=['estimators={ibu = {delta = 1e-9, max_iter = 100000}, inv-p = {}}']),
         out,
     )
@@ -183,14 +183,14 @@ def test_check_estimate_regenerates_the_reports(tmp_path):
 def test_check_estimate_detects_results_it_cannot_reproduce(tmp_path):
     ds = ldpsim.run_scenario(QUICKSTART, users=300, repetitions=1)
     ds["truth"] = ds["truth"] * 0 + 0.01  # as if another version had drawn other users
-    ldpsim.results.save_results(ds, tmp_path / "q.nc")
+    ldpsim.results.assemble.save_results(ds, tmp_path / "q.nc")
     result = runner.invoke(app, ["check", "estimate", str(tmp_path / "q.nc")])
     assert result.exit_code == 2 and "gives other true values than the file holds" in result.stderr
 
 
 @pytest.fixture(scope="module")
 def quick_results(tmp_path_factory):
-    from ldpsim.results import save_results
+    from ldpsim.results.assemble import save_results
 
     path = tmp_path_factory.mktemp("plot") / "q.nc"
     return save_results(ldpsim.run_scenario(QUICKSTART, users=500, repetitions=2), path)

@@ -258,7 +258,7 @@ def test_exchangeable_reports_are_merged_without_changing_the_update(rng):
 
 @given(st.lists(st.tuples(st.integers(-5, 5), st.integers(0, 3), st.integers(-(2**40), 2**40)), min_size=1, max_size=60), st.integers(1, 3))
 def test_unique_rows_agrees_with_numpy(rows, width):
-    from ldpsim.observations import unique_rows
+    from ldpsim.estimation.observations import unique_rows
 
     reports = np.array(rows, dtype=np.int64)[:, :width]
     uniq, counts = unique_rows(reports)

@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 
 import ldpsim
 from ldpsim import LdpsimError
-from ldpsim.checkpoint import Checkpoint, checkpoint_dir
-from ldpsim.cli import app
-from ldpsim.runner import TaskResult, execute
-from ldpsim.scenario import load_scenario
+from ldpsim.running.checkpoint import Checkpoint, checkpoint_dir
+from ldpsim.output.cli import app
+from ldpsim.running.runner import TaskResult, execute
+from ldpsim.running.scenario import load_scenario
 
 SWEEP = {
     "name": "sweep",
@@ -88,7 +88,7 @@ class Boom(Exception):
 
 def test_an_interrupted_run_resumes_to_the_same_numbers(serial, tmp_path, monkeypatch):
     out = tmp_path / "sweep.nc"
-    real = ldpsim.runner.run_task
+    real = ldpsim.running.runner.run_task
     calls = []
 
     def failing(task, builder=None):
@@ -97,7 +97,7 @@ def test_an_interrupted_run_resumes_to_the_same_numbers(serial, tmp_path, monkey
             raise Boom
         return real(task, builder)
 
-    monkeypatch.setattr(ldpsim.runner, "run_task", failing)
+    monkeypatch.setattr(ldpsim.running.runner, "run_task", failing)
     with pytest.raises(Boom):
         execute(load_scenario(SWEEP), checkpoint=Checkpoint(out, load_scenario(SWEEP)))
     assert len(Checkpoint(out, load_scenario(SWEEP), resume=True)) == 2
@@ -105,7 +105,7 @@ def test_an_interrupted_run_resumes_to_the_same_numbers(serial, tmp_path, monkey
 
     calls.clear()
     monkeypatch.setattr(
-        ldpsim.runner, "run_task", lambda task, builder=None: (calls.append(task.key), real(task, builder))[1]
+        ldpsim.running.runner, "run_task", lambda task, builder=None: (calls.append(task.key), real(task, builder))[1]
     )
     resumed = execute(load_scenario(SWEEP), checkpoint=Checkpoint(out, load_scenario(SWEEP), resume=True))
     assert sorted(calls) == [(1, 0), (1, 1)]  # only the unfinished tasks ran again
@@ -210,7 +210,7 @@ def test_tasks_run_with_one_blas_thread(monkeypatch):
     """A threaded BLAS reduction may sum in another order with another thread count: tasks use one."""
     from threadpoolctl import threadpool_info
 
-    from ldpsim import runner
+    from ldpsim.running import runner
 
     seen = []
     original = runner.simulate

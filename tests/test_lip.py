@@ -24,7 +24,7 @@ from ldpsim import (
     ldp_level,
     lip_level,
 )
-from ldpsim.scenario import Builder, load_scenario
+from ldpsim.running.scenario import Builder, load_scenario
 from ldpsim.testing import check_mechanism, check_parameters
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"

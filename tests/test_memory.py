@@ -1,7 +1,7 @@
 import pytest
 
-from ldpsim.errors import LdpsimError
-from ldpsim.memory import MemoryLimitError, available_memory, format_bytes, require_memory
+from ldpsim.base.errors import LdpsimError
+from ldpsim.base.memory import MemoryLimitError, available_memory, format_bytes, require_memory
 
 
 def test_available_memory_is_plausible():
@@ -27,7 +27,8 @@ def test_allows_small_allocations():
 
 def test_a_run_refuses_an_inversion_beyond_memory_before_simulating(monkeypatch, tmp_path):
     import ldpsim
-    from ldpsim import memory, runner
+    from ldpsim.base import memory
+    from ldpsim.running import runner
 
     monkeypatch.setattr(memory, "available_memory", lambda: 1 << 30)
     monkeypatch.setattr(runner, "simulate", lambda *a, **k: pytest.fail("simulated before refusing"))

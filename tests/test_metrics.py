@@ -72,7 +72,7 @@ def test_metric_checks_lengths():
 
 
 def test_emd_is_in_the_grids_distance_unit_and_tv_is_unitless():
-    from ldpsim.labels import metric_units
+    from ldpsim.results.labels import metric_units
 
     registry = ldpsim.get_registry()
     km = ldpsim.Grid(rows=2, cols=3, cell=0.5, unit="km")

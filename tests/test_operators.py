@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ldpsim
-import ldpsim.memory
-import ldpsim.operators
+import ldpsim.base.memory
+import ldpsim.estimation.operators
 from ldpsim import Categorical, Grid, Integers, Likelihood, Observations, constant_plus_column, convolution_likelihood
-from ldpsim.memory import MemoryLimitError
+from ldpsim.base.memory import MemoryLimitError
 
 #: products are FFT convolutions, whose rounding is relative to the norms: they agree with the dense
 #: products to 1e-12 of the norm, and each entry of H theta to 1 / GUARD of itself (smaller ones are recomputed)
@@ -22,7 +22,7 @@ NORM_RTOL = 1e-12
 def _close(actual, expected, *, entrywise=True):
     assert np.linalg.norm(actual - expected) <= NORM_RTOL * np.linalg.norm(expected)
     if entrywise:
-        np.testing.assert_allclose(actual, expected, rtol=1 / ldpsim.operators.GUARD, atol=0)
+        np.testing.assert_allclose(actual, expected, rtol=1 / ldpsim.estimation.operators.GUARD, atol=0)
 
 
 def _compare(mech, reports, rng):
@@ -121,7 +121,7 @@ def test_large_domains_use_the_structured_operator_and_small_ones_the_dense_arra
 
 @pytest.fixture
 def little_memory(monkeypatch):
-    monkeypatch.setattr(ldpsim.memory, "available_memory", lambda: 100_000_000)
+    monkeypatch.setattr(ldpsim.base.memory, "available_memory", lambda: 100_000_000)
 
 
 def test_a_matrix_beyond_memory_is_refused_with_its_size_and_the_alternative(little_memory):
@@ -186,7 +186,7 @@ def test_reports_naming_values_give_a_sparse_likelihood_equal_to_the_dense_one(k
     reports[0] = reports[0, 0]  # a tuple naming one value several times
     obs = Observations.from_reports(domain, [(plan, reports)])
     group = obs.groups[0].canonical()
-    shift, op = ldpsim.engine._block(group)
+    shift, op = ldpsim.estimation.engine._block(group)
     assert not isinstance(op, np.ndarray)  # the sparse path was taken
     log_dense = group.log_likelihood()
     np.testing.assert_allclose(shift, log_dense.max(axis=1), rtol=1e-12, atol=1e-12)  # rows scaled by their maximum

@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 
 import ldpsim
 from ldpsim import Grid, Integers, LdpsimError, Observations
-from ldpsim.cli import app
-from ldpsim.noisy import noisy_distribution
-from ldpsim.plotting import figure, summary_figure
-from ldpsim.results import open_results, save_results
+from ldpsim.output.cli import app
+from ldpsim.results.noisy import noisy_distribution
+from ldpsim.output.plotting import figure, summary_figure
+from ldpsim.results.assemble import open_results, save_results
 
 DOC = {
     "seed": 2,

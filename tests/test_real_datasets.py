@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 import ldpsim
 from ldpsim import DataError, Grid, Integers, ParameterError
-from ldpsim.cli import app
+from ldpsim.output.cli import app
 
 DATA = Path(__file__).parent / "data"
 AGES = Integers(low=17, high=90)

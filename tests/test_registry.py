@@ -77,7 +77,7 @@ def test_a_third_party_mechanism_is_found_and_meets_the_contract(neighbour):
 
 
 def test_a_third_party_mechanism_runs_in_a_scenario(neighbour, monkeypatch):
-    monkeypatch.setattr(ldpsim.registry, "_default", Registry.from_entry_points())
+    monkeypatch.setattr(ldpsim.plugin.registry, "_default", Registry.from_entry_points())
     ds = ldpsim.run_scenario(
         {
             "seed": 3,

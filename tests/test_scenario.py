@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 import ldpsim
 from ldpsim import LdpsimError
-from ldpsim.runner import run_task, tasks
-from ldpsim.scenario import Builder, _apportion, load_scenario, parse_override
+from ldpsim.running.runner import run_task, tasks
+from ldpsim.running.scenario import Builder, _apportion, load_scenario, parse_override
 
 BASE = {
     "name": "t",
@@ -278,8 +278,8 @@ def test_a_data_file_edited_between_two_runs_is_read_again(tmp_path):
     doc = scenario(users=DELETE, domain={"kind": "integers", "low": 0, "high": 3},
                    dataset={"name": "csv", "path": "a.csv", "column": "age"})
     first = load_scenario(doc, base_dir=tmp_path)
-    np.testing.assert_array_equal(ldpsim.runner.execute(first)["truth"].isel(rep=0).values, [0, 1, 0, 0])
+    np.testing.assert_array_equal(ldpsim.running.runner.execute(first)["truth"].isel(rep=0).values, [0, 1, 0, 0])
     (tmp_path / "a.csv").write_text("age\n3\n3\n3\n")
     for jobs in (1, 2):
-        again = ldpsim.runner.execute(load_scenario(doc, base_dir=tmp_path), jobs=jobs)
+        again = ldpsim.running.runner.execute(load_scenario(doc, base_dir=tmp_path), jobs=jobs)
         np.testing.assert_array_equal(again["truth"].isel(rep=0).values, [0, 0, 0, 1])

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import ldpsim
-from ldpsim.scenario import load_scenario
+from ldpsim.running.scenario import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 FILES = sorted(SCENARIOS.glob("*.toml"))

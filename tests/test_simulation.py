@@ -14,10 +14,10 @@ from scipy import stats
 
 import ldpsim
 from ldpsim import Integers, LdpsimError
-from ldpsim import simulation as sim
-from ldpsim.memory import MemoryLimitError
-from ldpsim.runner import simulate, tasks
-from ldpsim.scenario import load_scenario
+from ldpsim.running import simulation as sim
+from ldpsim.base.memory import MemoryLimitError
+from ldpsim.running.runner import simulate, tasks
+from ldpsim.running.scenario import load_scenario
 
 M = [[0.6, 0.3, 0.1], [0.2, 0.5, 0.3], [0.1, 0.1, 0.8]]
 
@@ -152,7 +152,7 @@ def test_multi_report_cohorts_keep_their_law():
 
 
 def test_per_user_reports_beyond_memory_are_refused_up_front(monkeypatch):
-    monkeypatch.setattr("ldpsim.memory.available_memory", lambda: 10**9)
+    monkeypatch.setattr("ldpsim.base.memory.available_memory", lambda: 10**9)
     domain = Integers(low=0, high=99)
     olh = make("mechanism", "olh", domain, eps=1.0)
     counts = np.full(100, 10**7)
@@ -175,7 +175,7 @@ def test_drawing_values_one_by_one_beyond_memory_is_refused(monkeypatch):
         def _sample(self, n, rng):  # pragma: no cover - refused before
             raise AssertionError
 
-    monkeypatch.setattr("ldpsim.memory.available_memory", lambda: 10**9)
+    monkeypatch.setattr("ldpsim.base.memory.available_memory", lambda: 10**9)
     with pytest.raises(LdpsimError, match=r"drawing the values of 100000000 users one by one .* would need 1\.6 GB"):
         Opaque(Integers(low=0, high=9)).sample_counts(10**8, np.random.default_rng(0))
 

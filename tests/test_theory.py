@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import ldpsim
 from ldpsim import EstimationError, Integers, Likelihood, Observations, check_estimate, check_mechanism, project_simplex
-from ldpsim.diagnostics import inv_mse, kkt_violation, strictly_concave, unique_mle
+from ldpsim.theory.diagnostics import inv_mse, kkt_violation, strictly_concave, unique_mle
 
 M4 = [[0.10, 0.45, 0.45], [0.45, 0.10, 0.45], [0.45, 0.45, 0.10]]  # 004 eq. (4)
 M12 = [[0.45, 0.10, 0.45], [0.05, 0.90, 0.05], [0.45, 0.10, 0.45]]  # 004 eq. (12)

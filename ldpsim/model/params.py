@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .errors import ParameterError, a_or_an, did_you_mean
+from ..base.errors import ParameterError, a_or_an, did_you_mean
 
 REQUIRED: Any = type("Required", (), {"__repr__": lambda self: "REQUIRED"})()
 

@@ -33,22 +33,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import xarray as xr
 
-from .atomic import atomic_path
-from .errors import LdpsimError
+from ..base.atomic import atomic_path
+from ..base.errors import LdpsimError
 from .labels import describe
 from .noisy import NOISY_DESCRIPTION
-from .registry import get_registry
-from .scenario import Builder, Scenario
+from ..plugin.registry import get_registry
+from ..running.scenario import Builder, Scenario
 
 if TYPE_CHECKING:
-    from .runner import TaskResult
+    from ..running.runner import TaskResult
 
 ENGINE = "netcdf4"
 
 
 def assemble(scenario: Scenario, results: Sequence[TaskResult], *, wall_seconds: float = float("nan")) -> xr.Dataset:
     """Stack task results into one labelled dataset with full provenance."""
-    from . import __version__
+    from .. import __version__
 
     builder = scenario.builder or Builder(scenario.base_dir)
     setups = [builder.setup(point) for point in scenario.points()]

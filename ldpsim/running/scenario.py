@@ -47,13 +47,13 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from .dataset import Dataset
-from .domains import Domain, make_domain
-from .errors import LdpsimError, ScenarioError, did_you_mean
-from .estimator import Estimator
-from .mechanism import Mechanism
-from .metric import Metric
-from .registry import Registry, get_registry
+from ..model.dataset import Dataset
+from ..model.domains import Domain, make_domain
+from ..base.errors import LdpsimError, ScenarioError, did_you_mean
+from ..estimation.estimator import Estimator
+from ..model.mechanism import Mechanism
+from ..model.metric import Metric
+from ..plugin.registry import Registry, get_registry
 
 FIELDS = {
     "name": "a short name for the scenario",

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .errors import DataError, ParameterError, ScenarioError, did_you_mean
+from ..base.errors import DataError, ParameterError, ScenarioError, did_you_mean
 from .params import Configurable, Param
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import TYPE_CHECKING, Any
 
-from .errors import LdpsimError
+from ..base.errors import LdpsimError
 
 if TYPE_CHECKING:
     from .runner import Task, TaskResult

@@ -20,8 +20,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from .errors import LdpsimError, did_you_mean
-from .registry import KINDS, PluginWarning, get_registry
+from ..base.errors import LdpsimError, did_you_mean
+from ..plugin.registry import KINDS, PluginWarning, get_registry
 
 USER_ERROR = 2
 app = typer.Typer(
@@ -90,11 +90,11 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar or summary")] = False,
 ) -> None:
     """Run a scenario and write its results as netCDF4."""
-    from .checkpoint import Checkpoint
-    from .executors import check as check_executor
-    from .results import check_output, save_results
-    from .runner import execute
-    from .scenario import load_scenario
+    from ..running.checkpoint import Checkpoint
+    from ..running.executors import check as check_executor
+    from ..results.assemble import check_output, save_results
+    from ..running.runner import execute
+    from ..running.scenario import load_scenario
 
     executor = executor or ("dask" if scheduler else "processes")
     with user_errors(f"{scenario}: "):
@@ -166,7 +166,7 @@ def list_plugins(
 @app.command()
 def show(results: Annotated[Path, typer.Argument(help="results file written by `ldpsim run`")]) -> None:
     """Describe a results file: provenance and a summary of the errors."""
-    from .results import open_results
+    from ..results.assemble import open_results
 
     with user_errors():
         ds = open_results(results)
@@ -197,7 +197,7 @@ def plot(
     """Plot errors (summary, box, line) or distributions (heatmap, bar) from a results file."""
     from .plot_options import parse_at
     from .plotting import figure, save_figure
-    from .results import check_output, open_results
+    from ..results.assemble import check_output, open_results
 
     with user_errors():
         ds = open_results(results)
@@ -222,10 +222,10 @@ def check_mechanism_cmd(
     """Privacy levels, identifiability and INV error bounds of a mechanism."""
     import numpy as np
 
-    from .diagnostics import check_mechanism
-    from .domains import parse_domain
-    from .errors import ParameterError
-    from .scenario import parse_override
+    from ..theory.diagnostics import check_mechanism
+    from ..model.domains import parse_domain
+    from ..base.errors import ParameterError
+    from ..running.scenario import parse_override
 
     with user_errors():
         dom = parse_domain(domain)
@@ -251,8 +251,8 @@ def check_mechanism_cmd(
 @check_app.command("estimate")
 def check_estimate_cmd(results: Annotated[Path, typer.Argument(help="results file written by `ldpsim run`")]) -> None:
     """For each estimate: is it an MLE (KKT), is L strictly concave, is the MLE unique."""
-    from .diagnostics import check_results
-    from .results import open_results
+    from ..theory.diagnostics import check_results
+    from ..results.assemble import open_results
 
     with user_errors():
         ds = open_results(results)
@@ -285,7 +285,7 @@ def check_estimate_cmd(results: Annotated[Path, typer.Argument(help="results fil
 
 def summary_table(ds) -> Table:  # noqa: ANN001
     """Mean and spread (sd over repetitions) of each metric per sweep point and estimator."""
-    from .results import summarize
+    from ..results.assemble import summarize
 
     rows = summarize(ds)
     metrics = [str(m) for m in ds["metric"].values]

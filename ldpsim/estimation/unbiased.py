@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .errors import EstimationError
-from .mechanism import Mechanism
-from .memory import require_memory
+from ..base.errors import EstimationError
+from ..model.mechanism import Mechanism
+from ..base.memory import require_memory
 from .observations import Observations
 
 #: largest joint output alphabet of a plan that INV will form a matrix for

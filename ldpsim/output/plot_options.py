@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import xarray as xr
 
-from .errors import LdpsimError, did_you_mean
+from ..base.errors import LdpsimError, did_you_mean
 
 PER_TASK = ("metric", "estimator", "rep")
 

@@ -7,7 +7,7 @@ from typing import ClassVar
 import numpy as np
 
 from .domains import OnDomain
-from .memory import require_memory
+from ..base.memory import require_memory
 
 
 class Dataset(OnDomain):

@@ -25,8 +25,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .domains import OnDomain
-from .errors import EstimationError
-from .memory import require_memory
+from ..base.errors import EstimationError
+from ..base.memory import require_memory
 from .privacy import Privacy
 
 #: rows of a mechanism matrix must sum to 1 within this tolerance

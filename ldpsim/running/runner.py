@@ -36,12 +36,12 @@ from threadpoolctl import threadpool_limits
 from .checkpoint import Checkpoint
 from .executors import check as check_executor
 from .executors import run_all
-from .noisy import noisy_distribution
-from .observations import Observations
-from .registry import get_registry
+from ..results.noisy import noisy_distribution
+from ..estimation.observations import Observations
+from ..plugin.registry import get_registry
 from .scenario import Builder, Point, Scenario, Setup, load_scenario, parse_override
 from .simulation import check_simulation_memory, cohort_group, split_counts
-from .unbiased import check_unbiased_memory
+from ..estimation.unbiased import check_unbiased_memory
 
 Progress = Callable[[int, int], None]
 
@@ -173,7 +173,7 @@ def execute(
     ``checkpoint``, its finished tasks are not run again and every task that
     finishes is saved to it. The numbers never depend on these choices.
     """
-    from .results import assemble
+    from ..results.assemble import assemble
 
     if jobs is not None:
         executor, workers = ("processes" if jobs > 1 else "serial"), jobs

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .engine import Likelihood
-from .mechanism import Mechanism
-from .observations import Observations
-from .privacy import Privacy, geo_level, ldp_level, lip_level
+from ..estimation.engine import Likelihood
+from ..model.mechanism import Mechanism
+from ..estimation.observations import Observations
+from ..model.privacy import Privacy, geo_level, ldp_level, lip_level
 
 #: relative tolerance on singular values for numerical rank
 RANK_TOL = 1e-10
@@ -270,9 +270,9 @@ def check_results(ds) -> list[dict]:  # noqa: ANN001  (an xarray.Dataset from ld
     """
     import json
 
-    from .errors import LdpsimError
-    from .runner import simulate, tasks
-    from .scenario import load_scenario
+    from ..base.errors import LdpsimError
+    from ..running.runner import simulate, tasks
+    from ..running.scenario import load_scenario
 
     try:
         doc = json.loads(ds.attrs["resolved_scenario"])

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import EstimationError, ParameterError
-from .memory import require_memory
+from ..base.errors import EstimationError, ParameterError
+from ..base.memory import require_memory
 from .observations import Observations, ReportGroup
 from .operators import (
     named_values_likelihood,

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .domains import Domain
-from .mechanism import Mechanism
+from ..model.domains import Domain
+from ..model.mechanism import Mechanism
 
 Plan = tuple[Mechanism, ...]
 

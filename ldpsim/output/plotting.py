@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
-from .atomic import atomic_path
-from .errors import LdpsimError, did_you_mean
+from ..base.atomic import atomic_path
+from ..base.errors import LdpsimError, did_you_mean
 from .plot_options import (
     choose_axis,
     choose_rep,
@@ -33,7 +33,7 @@ from .plot_options import (
     subset,
     sweep_axes,
 )
-from .results import check_output
+from ..results.assemble import check_output
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping
 
 import xarray as xr
 
-from .domains import Domain
-from .metric import Metric
-from .scenario import Axis
+from ..model.domains import Domain
+from ..model.metric import Metric
+from ..running.scenario import Axis
 
 _REFERENCE = re.compile(r"\s*\([^()]*\d[^()]*\)")  # "(002 eq. 30)", "(1-D: ...)"
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from .engine import Likelihood
 from .observations import Observations
-from .params import Configurable
+from ..model.params import Configurable
 from .unbiased import unbiased_estimate
 
 

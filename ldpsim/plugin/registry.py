@@ -19,12 +19,12 @@ from typing import Any
 import pluggy
 
 from . import hookspecs
-from .dataset import Dataset
-from .errors import PluginError, did_you_mean
-from .estimator import Estimator
-from .mechanism import Mechanism
-from .metric import Metric
-from .params import Configurable
+from ..model.dataset import Dataset
+from ..base.errors import PluginError, did_you_mean
+from ..estimation.estimator import Estimator
+from ..model.mechanism import Mechanism
+from ..model.metric import Metric
+from ..model.params import Configurable
 
 ENTRY_POINT_GROUP = "ldpsim"
 

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .atomic import atomic_path
-from .errors import LdpsimError
+from ..base.atomic import atomic_path
+from ..base.errors import LdpsimError
 
 if TYPE_CHECKING:
     from .runner import TaskResult
@@ -32,7 +32,7 @@ _NONE = "__none__"  # names of the fields that are None (npz files hold arrays o
 
 def fingerprint(scenario: Scenario) -> str:
     """A digest of everything a task's result depends on: the resolved scenario, its seed, the overrides, ldpsim."""
-    from . import __version__
+    from .. import __version__
 
     text = json.dumps(
         {

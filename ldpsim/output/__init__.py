@@ -1,0 +1,1 @@
+"""Internal layer of ldpsim; import public names from ``ldpsim``."""
