@@ -34,8 +34,11 @@ def best(fn, repeat):
 def row(task, ours, peers=()):
     print(f"{task:50s} {ours:9.3f} s")
     for seconds, name in peers:
-        print(f"{'':8s}{name:42s} {seconds:9.3f} s   {seconds / ours:7.1f}x slower" if seconds >= ours else
-              f"{'':8s}{name:42s} {seconds:9.3f} s   {ours / seconds:7.1f}x faster")
+        print(
+            f"{'':8s}{name:42s} {seconds:9.3f} s   {seconds / ours:7.1f}x slower"
+            if seconds >= ours
+            else f"{'':8s}{name:42s} {seconds:9.3f} s   {ours / seconds:7.1f}x faster"
+        )
 
 
 def main() -> None:
@@ -49,7 +52,9 @@ def main() -> None:
     domain = Integers(low=0, high=k - 1)
     rng = np.random.default_rng(0)
     values = registry.create("dataset", "binomial", domain, p=0.5).sample(n, rng)
-    print(f"ldpsim {ldpsim.__version__}, numpy {np.__version__}, Python {platform.python_version()}, {n} users, {k} values")
+    print(
+        f"ldpsim {ldpsim.__version__}, numpy {np.__version__}, Python {platform.python_version()}, {n} users, {k} values"
+    )
     print(f"{'step (ldpsim, then the peers doing the same work)':50s} {'time':>11s}")
 
     for name, eps in (("krr", 1.0), ("geometric", 0.1)):
@@ -70,7 +75,9 @@ def main() -> None:
         row(f"{name} eps={eps}: simulate + aggregate + IBU to delta", t_sim + t_agg + t_ibu)
         if peers.get("ibu_theta") is not None:
             diff = np.abs(peers["ibu_theta"] - fixed.theta).max()
-            print(f"{'':8s}multi-freq-ldpy's IBU after {args.iterations} iterations differs from ldpsim's by at most {diff:.1e}")
+            print(
+                f"{'':8s}multi-freq-ldpy's IBU after {args.iterations} iterations differs from ldpsim's by at most {diff:.1e}"
+            )
 
 
 def run_peers(values, reports, k, eps, args):
@@ -85,7 +92,9 @@ def run_peers(values, reports, k, eps, args):
         t_sim, _ = best(lambda: [GRR_Client(x, k, eps) for x in data], 1)
         rep_list = reports.tolist()
         t_agg, _ = best(lambda: GRR_Aggregator_MI(rep_list, k, eps), 1)
-        t_ibu, theta = best(lambda: GRR_Aggregator_IBU(rep_list, k, eps, nb_iter=args.iterations, tol=1e-300), args.repeat)
+        t_ibu, theta = best(
+            lambda: GRR_Aggregator_IBU(rep_list, k, eps, nb_iter=args.iterations, tol=1e-300), args.repeat
+        )
         out["simulate"].append((t_sim, "multi-freq-ldpy GRR_Client, per user"))
         out["aggregate"].append((t_agg, "multi-freq-ldpy GRR_Aggregator_MI"))
         out["ibu"].append((t_ibu, "multi-freq-ldpy GRR_Aggregator_IBU (numba)"))

@@ -52,8 +52,10 @@ def main() -> None:
     domain = Integers(low=0, high=k - 1)
     dataset = registry.create("dataset", "zipf", domain, s=1.1)
     ibu, inv_p = registry.create("estimator", "ibu"), registry.create("estimator", "inv-p")
-    print(f"ldpsim {ldpsim.__version__}, numpy {np.__version__}, Python {platform.python_version()}; "
-          f"{n} users, {k} values (Zipf 1.1), eps = {eps}, {args.repeat} repetitions")
+    print(
+        f"ldpsim {ldpsim.__version__}, numpy {np.__version__}, Python {platform.python_version()}; "
+        f"{n} users, {k} values (Zipf 1.1), eps = {eps}, {args.repeat} repetitions"
+    )
     try:
         from multi_freq_ldpy.pure_frequency_oracles import LH as mf_lh
         from multi_freq_ldpy.pure_frequency_oracles import UE as mf_ue

@@ -8,10 +8,6 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .model.dataset import Dataset
-from .theory.diagnostics import check_estimate, check_mechanism, rr_parameters
-from .model.domains import Categorical, Domain, Grid, Integers, OnDomain, make_domain, parse_domain
-from .estimation.engine import DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_TOL, EMResult, Likelihood, check_start, gibu
 from .base.errors import (
     DataError,
     EstimationError,
@@ -20,10 +16,8 @@ from .base.errors import (
     PluginError,
     ScenarioError,
 )
+from .estimation.engine import DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_TOL, EMResult, Likelihood, check_start, gibu
 from .estimation.estimator import Estimate, Estimator, InversionEstimator
-from .plugin.hookspecs import hookimpl
-from .model.mechanism import ROW_SUM_TOL, Mechanism
-from .model.metric import Metric
 from .estimation.observations import Observations, ReportGroup
 from .estimation.operators import (
     STRUCTURED_MIN_SIZE,
@@ -33,11 +27,17 @@ from .estimation.operators import (
     named_values_likelihood,
     rank_one_plus_sparse,
 )
-from .model.params import Configurable, Param
-from .model.privacy import Privacy, geo_level, ldp_level, lip_level
-from .plugin.registry import PluginWarning, Registry, get_registry
 from .estimation.simplex import project_simplex
 from .estimation.unbiased import plan_matrix, unbiased_estimate
+from .model.dataset import Dataset
+from .model.domains import Categorical, Domain, Grid, Integers, OnDomain, make_domain, parse_domain
+from .model.mechanism import ROW_SUM_TOL, Mechanism
+from .model.metric import Metric
+from .model.params import Configurable, Param
+from .model.privacy import Privacy, geo_level, ldp_level, lip_level
+from .plugin.hookspecs import hookimpl
+from .plugin.registry import PluginWarning, Registry, get_registry
+from .theory.diagnostics import check_estimate, check_mechanism, rr_parameters
 
 try:
     __version__ = version("ldpsim")
@@ -105,8 +105,7 @@ __all__ = [
 def __getattr__(name: str):
     # The scenario runner pulls in xarray; plugins importing ldpsim should not pay for it.
     if name in ("run_scenario", "load_scenario"):
-        from .running import runner
-        from .running import scenario
+        from .running import runner, scenario
 
         return {"run_scenario": runner.run_scenario, "load_scenario": scenario.load_scenario}[name]
     raise AttributeError(f"module 'ldpsim' has no attribute {name!r}")

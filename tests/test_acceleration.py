@@ -28,8 +28,6 @@ def krr_problem(rng, k=30, n=20_000, eps=1.0):
     return obs, water_fill(counts, krr._keep, krr._other)
 
 
-
-
 def _likelihood(a, counts):
     mech = matrix_mechanism(a)
     return Likelihood(Observations.from_counts(mech.domain, mech, np.arange(a.shape[1]), counts))

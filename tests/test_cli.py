@@ -51,11 +51,29 @@ def test_run_writes_a_results_file_that_xarray_reads_back(tmp_path):
         assert json.loads(ds.attrs["overrides"]) == ["users=4000", "repetitions=3"]
         assert ds.attrs["ldpsim_version"] == ldpsim.__version__ and int(ds.attrs["seed"]) == 20200907
         plugins = json.loads(ds.attrs["plugins"])
-        assert plugins["mechanism:geometric"] == {"plugin": "geometric", "distribution": "ldpsim", "version": ldpsim.__version__}
-        assert set(plugins) == {"dataset:binomial", "dataset:uniform", "mechanism:geometric", "estimator:ibu", "estimator:inv-n", "estimator:inv-p", "metric:tv", "metric:emd"}
+        assert plugins["mechanism:geometric"] == {
+            "plugin": "geometric",
+            "distribution": "ldpsim",
+            "version": ldpsim.__version__,
+        }
+        assert set(plugins) == {
+            "dataset:binomial",
+            "dataset:uniform",
+            "mechanism:geometric",
+            "estimator:ibu",
+            "estimator:inv-n",
+            "estimator:inv-p",
+            "metric:tv",
+            "metric:emd",
+        }
         # The file holds the same numbers as the Python API computes.
         again = ldpsim.run_scenario(QUICKSTART, users=4000, repetitions=3)
-        xr.testing.assert_allclose(ds[["error", "estimate", "truth", "loglik"]], again[["error", "estimate", "truth", "loglik"]], rtol=0, atol=0)
+        xr.testing.assert_allclose(
+            ds[["error", "estimate", "truth", "loglik"]],
+            again[["error", "estimate", "truth", "loglik"]],
+            rtol=0,
+            atol=0,
+        )
         tv = ds["error"].sel(metric="tv")
         recomputed = 0.5 * np.abs(ds["estimate"] - ds["truth"]).sum("value")
         np.testing.assert_allclose(tv.values, recomputed.transpose(*tv.dims).values, atol=1e-12)
@@ -70,12 +88,24 @@ def test_default_output_name_is_the_scenarios(tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--set", "cohorts.everyone.reports.0.eps=0"], "cohorts.everyone.reports[0].eps: must be > 0, got 0.0; choose eps > 0"),
-        (["--set", "sweep.data.values.0.p=2"], "dataset.p: must be <= 1, got 2.0 (at sweep point data=binomial); choose p <= 1"),
-        (["--set", "dataset.p=0.2"], "--set: override 'dataset.p' has no effect: sweep 'data' sets 'dataset' at every point"),
+        (
+            ["--set", "cohorts.everyone.reports.0.eps=0"],
+            "cohorts.everyone.reports[0].eps: must be > 0, got 0.0; choose eps > 0",
+        ),
+        (
+            ["--set", "sweep.data.values.0.p=2"],
+            "dataset.p: must be <= 1, got 2.0 (at sweep point data=binomial); choose p <= 1",
+        ),
+        (
+            ["--set", "dataset.p=0.2"],
+            "--set: override 'dataset.p' has no effect: sweep 'data' sets 'dataset' at every point",
+        ),
         (["--set", "cohorts.everyone.reports.0.mechanism=geometrik"], "did you mean 'geometric'?"),
-        (["--set", "estimators=[\"ibu\", \"inverse\"]"], "estimators.inverse.name: unknown estimator 'inverse'"),
-        (["-o", "no/such/dir/out.nc"], "output: directory 'no/such/dir' does not exist; create it or choose another path"),
+        (["--set", 'estimators=["ibu", "inverse"]'], "estimators.inverse.name: unknown estimator 'inverse'"),
+        (
+            ["-o", "no/such/dir/out.nc"],
+            "output: directory 'no/such/dir' does not exist; create it or choose another path",
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_no_file(tmp_path, args, message):
@@ -115,7 +145,9 @@ def test_list_unknown_kind():
 
 def test_show_summarizes_a_results_file(tmp_path):
     out = tmp_path / "m.nc"
-    ldpsim.results.assemble.save_results(ldpsim.run_scenario(ROOT / "scenarios" / "mixed-population.toml", users=3000, repetitions=2), out)
+    ldpsim.results.assemble.save_results(
+        ldpsim.run_scenario(ROOT / "scenarios" / "mixed-population.toml", users=3000, repetitions=2), out
+    )
     result = runner.invoke(app, ["show", str(out)])
     assert result.exit_code == 0
     assert "mixed-population" in result.stdout and "mechanism:krr" in result.stdout
@@ -135,14 +167,33 @@ def test_no_traceback_for_a_broken_plugin_either(tmp_path):
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-plugin\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[ldpsim]\nbroken = ldpsim_broken\n")
     env = {**os.environ, "PYTHONPATH": str(site)}
-    done = subprocess.run([str(Path(sys.executable).with_name("ldpsim")), "list", "metrics"], capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("ldpsim")), "list", "metrics"], capture_output=True, text=True, env=env
+    )
     assert done.returncode == 0
-    assert done.stderr.strip().startswith("warning: plugin 'broken' from broken-plugin failed to import (ImportError: needs libfoo)")
+    assert done.stderr.strip().startswith(
+        "warning: plugin 'broken' from broken-plugin failed to import (ImportError: needs libfoo)"
+    )
     assert "Traceback" not in done.stderr and "tv" in done.stdout
 
 
 def test_check_mechanism_prints_the_theory():
-    result = runner.invoke(app, ["check", "mechanism", "krr", "--domain", "integers:0..9", "-p", "eps=1", "--prior", "uniform", "--users", "2000"])
+    result = runner.invoke(
+        app,
+        [
+            "check",
+            "mechanism",
+            "krr",
+            "--domain",
+            "integers:0..9",
+            "-p",
+            "eps=1",
+            "--prior",
+            "uniform",
+            "--users",
+            "2000",
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     out = result.stdout
     assert "LDP         eps = 1:" in out
@@ -154,10 +205,19 @@ def test_check_mechanism_prints_the_theory():
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["krr", "-d", "int:0..9", "-p", "eps=1"], "error: --domain: 'int:0..9' is not a domain; write integers:0..99[:step]"),
+        (
+            ["krr", "-d", "int:0..9", "-p", "eps=1"],
+            "error: --domain: 'int:0..9' is not a domain; write integers:0..99[:step]",
+        ),
         (["krr", "-d", "integers:0..9", "-p", "eps=-1"], "error: --param eps: must be > 0, got -1.0; choose eps > 0"),
-        (["geometric", "-d", "grid:3x3", "-p", "eps=1"], "error: --domain: mechanism 'geometric' does not work on a grid domain"),
-        (["krr", "-d", "integers:0..2", "-p", "eps=1", "--prior", "0.5,0.6,0.1"], "error: --prior: needs 3 non-negative numbers summing to 1"),
+        (
+            ["geometric", "-d", "grid:3x3", "-p", "eps=1"],
+            "error: --domain: mechanism 'geometric' does not work on a grid domain",
+        ),
+        (
+            ["krr", "-d", "integers:0..2", "-p", "eps=1", "--prior", "0.5,0.6,0.1"],
+            "error: --prior: needs 3 non-negative numbers summing to 1",
+        ),
         (["krrr", "-d", "integers:0..2", "-p", "eps=1"], "error: unknown mechanism 'krrr'; did you mean 'krr'?"),
     ],
 )
@@ -170,7 +230,12 @@ def test_check_mechanism_bad_input(args, message):
 def test_check_estimate_regenerates_the_reports(tmp_path):
     out = tmp_path / "q.nc"
     ldpsim.results.assemble.save_results(
-        ldpsim.run_scenario(QUICKSTART, users=3000, repetitions=2, set=['estimators={ibu = {delta = 1e-9, max_iter = 100000}, inv-p = {}}']),
+        ldpsim.run_scenario(
+            QUICKSTART,
+            users=3000,
+            repetitions=2,
+            set=["estimators={ibu = {delta = 1e-9, max_iter = 100000}, inv-p = {}}"],
+        ),
         out,
     )
     result = runner.invoke(app, ["check", "estimate", str(out)])
@@ -197,7 +262,10 @@ def quick_results(tmp_path_factory):
 
 
 def test_plot_kinds_write_images(quick_results, tmp_path):
-    for kind, extra in (("box", ["--metric", "tv", "-e", "ibu", "-e", "inv-p"]), ("bar", ["--at", "data=uniform20-39", "--rep", "1"])):
+    for kind, extra in (
+        ("box", ["--metric", "tv", "-e", "ibu", "-e", "inv-p"]),
+        ("bar", ["--at", "data=uniform20-39", "--rep", "1"]),
+    ):
         out = tmp_path / f"{kind}.png"
         result = runner.invoke(app, ["plot", str(quick_results), "--kind", kind, "-o", str(out), *extra])
         assert result.exit_code == 0, result.stderr
@@ -207,7 +275,10 @@ def test_plot_kinds_write_images(quick_results, tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--kind", "heatmap"], "error: --kind: a heatmap needs a grid domain; this results file's domain is integers; use --kind bar"),
+        (
+            ["--kind", "heatmap"],
+            "error: --kind: a heatmap needs a grid domain; this results file's domain is integers; use --kind bar",
+        ),
         (["--metric", "emb"], "error: --metric: 'emb' is not in this results file; did you mean 'emd'?"),
         (["--kind", "box", "--at", "data"], "error: --at: 'data' is not AXIS=LABEL; write e.g. --at eps=0.5"),
         (["--kind", "bar", "--at", "data=zipf"], "error: --at: axis 'data' has no label 'zipf'"),

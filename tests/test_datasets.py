@@ -15,7 +15,9 @@ DATA = __import__("pathlib").Path(__file__).parent / "data"
 @pytest.mark.parametrize("p", [0.0, 0.13, 0.5, 0.9, 1.0])
 def test_binomial_pmf_is_scipys(p):
     domain = Integers(low=0, high=99)
-    np.testing.assert_allclose(make("dataset", "binomial", domain, p=p).pmf(), stats.binom.pmf(np.arange(100), 99, p), atol=1e-14)
+    np.testing.assert_allclose(
+        make("dataset", "binomial", domain, p=p).pmf(), stats.binom.pmf(np.arange(100), 99, p), atol=1e-14
+    )
 
 
 def test_binomial_samples_follow_the_pmf(rng):
@@ -63,7 +65,9 @@ def test_csv_reads_one_column_in_order(rng):
 
 
 def test_csv_categorical_column(rng):
-    ds = make("dataset", "csv", Categorical(values=["Lyon", "Nice", "Paris"]), path=str(DATA / "people.csv"), column="city")
+    ds = make(
+        "dataset", "csv", Categorical(values=["Lyon", "Nice", "Paris"]), path=str(DATA / "people.csv"), column="city"
+    )
     np.testing.assert_array_equal(np.bincount(ds.sample(6, rng), minlength=3), [2, 1, 3])
 
 
@@ -76,7 +80,11 @@ def test_csv_with_replacement_can_draw_more_users(rng):
     ("params", "domain", "message"),
     [
         ({"path": "missing.csv", "column": "age"}, Integers(low=0, high=99), r"path: file '.*missing.csv' not found"),
-        ({"column": "height"}, Integers(low=0, high=99), r"column: .* has no column 'height' \(columns: id, age, city\)"),
+        (
+            {"column": "height"},
+            Integers(low=0, high=99),
+            r"column: .* has no column 'height' \(columns: id, age, city\)",
+        ),
         ({"column": "city"}, Integers(low=0, high=99), r"path: .* line 2: 'Paris' in column 'city' is not an integer"),
         ({"column": "age"}, Integers(low=40, high=99), r"has 4 value\(s\) outside the domain 40..99"),
         ({"column": "city"}, Categorical(values=["Paris", "Lyon"]), r"1 label\(s\) not in the domain, e.g. 'Nice'"),

@@ -101,10 +101,17 @@ class TestEngine:
         domain = Integers(low=0, high=5)
         krr = make("mechanism", "krr", domain, eps=0.8)
         geo = make("mechanism", "geometric", domain, eps=0.4)
-        data = [(krr, rng.integers(0, 6, (40, 1))), ((geo, krr), rng.integers(0, 6, (25, 2))), (geo, rng.integers(0, 6, (30, 1)))]
+        data = [
+            (krr, rng.integers(0, 6, (40, 1))),
+            ((geo, krr), rng.integers(0, 6, (25, 2))),
+            (geo, rng.integers(0, 6, (30, 1))),
+        ]
         lik = Likelihood(Observations.from_reports(domain, data))
-        per_user = [np.prod([m.likelihood([z])[0] for m, z in zip(plan if isinstance(plan, tuple) else (plan,), row)], axis=0)
-                    for plan, reports in data for row in reports]
+        per_user = [
+            np.prod([m.likelihood([z])[0] for m, z in zip(plan if isinstance(plan, tuple) else (plan,), row)], axis=0)
+            for plan, reports in data
+            for row in reports
+        ]
         theta = np.array([0.1, 0.3, 0.2, 0.15, 0.05, 0.2])
         for _ in range(5):
             expected = naive_gibu_step(theta, per_user)
@@ -256,7 +263,10 @@ def test_exchangeable_reports_are_merged_without_changing_the_update(rng):
     assert loglik == pytest.approx(sum(np.log(theta @ g) for g in per_user), rel=1e-12)
 
 
-@given(st.lists(st.tuples(st.integers(-5, 5), st.integers(0, 3), st.integers(-(2**40), 2**40)), min_size=1, max_size=60), st.integers(1, 3))
+@given(
+    st.lists(st.tuples(st.integers(-5, 5), st.integers(0, 3), st.integers(-(2**40), 2**40)), min_size=1, max_size=60),
+    st.integers(1, 3),
+)
 def test_unique_rows_agrees_with_numpy(rows, width):
     from ldpsim.estimation.observations import unique_rows
 

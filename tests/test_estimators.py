@@ -40,7 +40,9 @@ def test_inv_on_a_two_report_plan_solves_the_normal_equations(rng):
     joint = np.einsum("xi,xj->xij", krr.matrix, krr.matrix).reshape(4, 16)
     q = np.bincount(reports[:, 0] * 4 + reports[:, 1], minlength=16) / 3000
     v = unbiased(obs)
-    np.testing.assert_allclose((v @ joint - q) @ joint.T, 0, atol=1e-12)  # least squares: residual orthogonal to A's rows
+    np.testing.assert_allclose(
+        (v @ joint - q) @ joint.T, 0, atol=1e-12
+    )  # least squares: residual orthogonal to A's rows
 
 
 def test_inv_is_unbiased_for_a_mixed_population(rng):
@@ -51,7 +53,9 @@ def test_inv_is_unbiased_for_a_mixed_population(rng):
     estimates = []
     for _ in range(400):
         a, b = rng.choice(5, 600, p=theta), rng.choice(5, 300, p=theta)
-        obs = Observations.from_reports(domain, [(krr, krr.sample(a, rng)), ((geo, krr), np.column_stack([geo.sample(b, rng), krr.sample(b, rng)]))])
+        obs = Observations.from_reports(
+            domain, [(krr, krr.sample(a, rng)), ((geo, krr), np.column_stack([geo.sample(b, rng), krr.sample(b, rng)]))]
+        )
         estimates.append(unbiased(obs))
     estimates = np.array(estimates)
     se = estimates.std(axis=0) / np.sqrt(len(estimates))
@@ -160,7 +164,9 @@ def test_ibu_reports_non_convergence(rng):
     assert est.iterations == 2 and not est.converged
 
 
-@pytest.mark.parametrize(("name", "eps", "values"), [("krr", 4.0, [0, 1, 2, 3]), ("geometric", 0.8, [8, 9, 10, 11, 12])])
+@pytest.mark.parametrize(
+    ("name", "eps", "values"), [("krr", 4.0, [0, 1, 2, 3]), ("geometric", 0.8, [8, 9, 10, 11, 12])]
+)
 def test_ibu_on_the_likely_subset_finds_the_same_mle(rng, name, eps, values):
     # 004 Theorem 8.1: MLEs on X are the MLEs on a likely subset, padded with zeros.
     domain = Integers(low=0, high=19)
@@ -186,10 +192,21 @@ def test_per_plan_gibu_is_consistent_when_cohorts_differ():
         "domain": {"kind": "integers", "low": 0, "high": 4},
         "dataset": {"name": "uniform"},
         "cohorts": {
-            "a": {"share": 0.5, "dataset": {"name": "pmf", "p": [0.6, 0.4, 0, 0, 0]}, "reports": [{"mechanism": "krr", "eps": 0.5}]},
-            "b": {"share": 0.5, "dataset": {"name": "pmf", "p": [0, 0, 0.2, 0.3, 0.5]}, "reports": [{"mechanism": "krr", "eps": 4.0}]},
+            "a": {
+                "share": 0.5,
+                "dataset": {"name": "pmf", "p": [0.6, 0.4, 0, 0, 0]},
+                "reports": [{"mechanism": "krr", "eps": 0.5}],
+            },
+            "b": {
+                "share": 0.5,
+                "dataset": {"name": "pmf", "p": [0, 0, 0.2, 0.3, 0.5]},
+                "reports": [{"mechanism": "krr", "eps": 4.0}],
+            },
         },
-        "estimators": {"joint": {"name": "ibu", "delta": 1e-7}, "split": {"name": "ibu", "delta": 1e-7, "per_plan": True}},
+        "estimators": {
+            "joint": {"name": "ibu", "delta": 1e-7},
+            "split": {"name": "ibu", "delta": 1e-7, "per_plan": True},
+        },
         "metrics": ["tv"],
         "sweep": {"n": {"path": "users", "values": [20_000, 200_000]}},
     }

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 import ldpsim
 from ldpsim import LdpsimError
-from ldpsim.running.checkpoint import Checkpoint, checkpoint_dir
 from ldpsim.output.cli import app
+from ldpsim.running.checkpoint import Checkpoint, checkpoint_dir
 from ldpsim.running.runner import TaskResult, execute
 from ldpsim.running.scenario import load_scenario
 

@@ -376,11 +376,17 @@ def test_metric_errors():
         make("metric", "linear", weights=[1, 2])([0.2, 0.3, 0.5], [0.3, 0.3, 0.4], labels)
     # In a scenario the mismatch is found before anything runs, with the field's path.
     doc = {
-        "seed": 1, "users": 100, "domain": {"kind": "categorical", "values": ["a", "b", "c"]},
-        "dataset": {"name": "uniform"}, "cohorts": {"all": {"reports": [{"mechanism": "krr", "eps": 1.0}]}},
-        "estimators": ["ibu"], "metrics": {"mean": {}},
+        "seed": 1,
+        "users": 100,
+        "domain": {"kind": "categorical", "values": ["a", "b", "c"]},
+        "dataset": {"name": "uniform"},
+        "cohorts": {"all": {"reports": [{"mechanism": "krr", "eps": 1.0}]}},
+        "estimators": ["ibu"],
+        "metrics": {"mean": {}},
     }
-    with pytest.raises(LdpsimError, match=r"^metrics\.mean\.domain: metric 'mean' does not work on a categorical domain"):
+    with pytest.raises(
+        LdpsimError, match=r"^metrics\.mean\.domain: metric 'mean' does not work on a categorical domain"
+    ):
         ldpsim.load_scenario(doc)
 
 

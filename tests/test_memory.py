@@ -41,7 +41,10 @@ def test_a_run_refuses_an_inversion_beyond_memory_before_simulating(monkeypatch,
         "estimators": ["ibu", "inv-p"],
         "metrics": ["tv"],
     }
-    with pytest.raises(MemoryLimitError, match=r"matrix inversion on the 10000 x 10000 matrix of \[planar-geometric\] would need 2\.4 GB"):
+    with pytest.raises(
+        MemoryLimitError,
+        match=r"matrix inversion on the 10000 x 10000 matrix of \[planar-geometric\] would need 2\.4 GB",
+    ):
         ldpsim.run_scenario(doc)
     doc["estimators"] = ["ibu"]  # no inversion: nothing to refuse up front
     monkeypatch.setattr(runner, "simulate", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("simulating")))

@@ -43,7 +43,11 @@ def neighbour(site):
     """The package in tests/thirdparty, installed the way its pyproject.toml says."""
     meta = tomllib.loads((THIRDPARTY / "pyproject.toml").read_text())["project"]
     fake_distribution(
-        site, meta["name"], meta["version"], meta["entry-points"]["ldpsim"], {"ldpsim_neighbour.py": (THIRDPARTY / "ldpsim_neighbour.py").read_text()}
+        site,
+        meta["name"],
+        meta["version"],
+        meta["entry-points"]["ldpsim"],
+        {"ldpsim_neighbour.py": (THIRDPARTY / "ldpsim_neighbour.py").read_text()},
     )
     return site
 
@@ -65,7 +69,9 @@ def test_builtins_use_only_the_public_api():
     for path in (ROOT / "plugins").rglob("*.py"):
         for line in path.read_text().splitlines():
             if line.startswith(("from ldpsim", "import ldpsim")):
-                assert line.startswith(("from ldpsim import", "import ldpsim\n")) or line == "import ldpsim", f"{path}: {line}"
+                assert line.startswith(("from ldpsim import", "import ldpsim\n")) or line == "import ldpsim", (
+                    f"{path}: {line}"
+                )
 
 
 def test_a_third_party_mechanism_is_found_and_meets_the_contract(neighbour):
@@ -90,11 +96,16 @@ def test_a_third_party_mechanism_runs_in_a_scenario(neighbour, monkeypatch):
         }
     )
     assert float(ds["error"].max()) < 0.05
-    assert '"mechanism:neighbour": {"distribution": "ldpsim-neighbour", "plugin": "neighbour", "version": "1.2.3"}' in ds.attrs["plugins"]
+    assert (
+        '"mechanism:neighbour": {"distribution": "ldpsim-neighbour", "plugin": "neighbour", "version": "1.2.3"}'
+        in ds.attrs["plugins"]
+    )
 
 
 def test_a_plugin_that_fails_to_import_is_skipped_with_a_warning(site):
-    fake_distribution(site, "broken-plugin", "0.1", {"broken": "ldpsim_broken"}, {"ldpsim_broken.py": "import not_a_module\n"})
+    fake_distribution(
+        site, "broken-plugin", "0.1", {"broken": "ldpsim_broken"}, {"ldpsim_broken.py": "import not_a_module\n"}
+    )
     with pytest.warns(PluginWarning, match="plugin 'broken' from broken-plugin failed to import .*not_a_module"):
         registry = Registry.from_entry_points()
     assert "krr" in registry.names("mechanism")
@@ -131,7 +142,9 @@ def test_two_plugins_claiming_one_name_is_an_error_naming_both(site):
         "@hookimpl\ndef register_mechanisms(register):\n    register(Mine)\n"
     )
     fake_distribution(site, "krr-again", "2.0", {"zkrr": "ldpsim_zkrr"}, {"ldpsim_zkrr.py": code})
-    with pytest.raises(PluginError, match=r"mechanism 'krr' is registered by two plugins: krr \(ldpsim .*\) and zkrr \(krr-again 2.0\)"):
+    with pytest.raises(
+        PluginError, match=r"mechanism 'krr' is registered by two plugins: krr \(ldpsim .*\) and zkrr \(krr-again 2.0\)"
+    ):
         Registry.from_entry_points()
 
 

@@ -57,17 +57,38 @@ MIXED = {
     [
         ({"repetiton": 3}, r"unknown field 'repetiton'; did you mean 'repetitions'\?"),
         ({"dataset": DELETE}, r"missing field 'dataset'; add dataset"),
-        ({"cohorts__all__reports": [{"mechanism": "krr", "eps": -1.0}]}, r"^cohorts\.all\.reports\[0\]\.eps: must be > 0, got -1.0; choose eps > 0$"),
-        ({"cohorts__all__reports": [{"mechanism": "krr", "eps": "high"}]}, r"cohorts\.all\.reports\[0\]\.eps: expected a number, got 'high'"),
-        ({"cohorts__all__reports": [{"mechanism": "krrr", "eps": 1}]}, r"cohorts\.all\.reports\[0\]\.mechanism: unknown mechanism 'krrr'; did you mean 'krr'\?"),
-        ({"cohorts__all__reports": [{"mechanism": "krr", "epsilon": 1}]}, r"cohorts\.all\.reports\[0\]\.epsilon: mechanism 'krr' has no parameter 'epsilon'; did you mean 'eps'\?"),
-        ({"cohorts__all__reports": [{"mechanism": "krr"}]}, r"cohorts\.all\.reports\[0\]\.eps: mechanism 'krr' needs parameter 'eps'; add eps: float > 0"),
-        ({"cohorts__all__reports": [{"mechanism": "krr", "eps": 1, "repeat": 0}]}, r"cohorts\.all\.reports\[0\]\.repeat: must be a positive integer"),
+        (
+            {"cohorts__all__reports": [{"mechanism": "krr", "eps": -1.0}]},
+            r"^cohorts\.all\.reports\[0\]\.eps: must be > 0, got -1.0; choose eps > 0$",
+        ),
+        (
+            {"cohorts__all__reports": [{"mechanism": "krr", "eps": "high"}]},
+            r"cohorts\.all\.reports\[0\]\.eps: expected a number, got 'high'",
+        ),
+        (
+            {"cohorts__all__reports": [{"mechanism": "krrr", "eps": 1}]},
+            r"cohorts\.all\.reports\[0\]\.mechanism: unknown mechanism 'krrr'; did you mean 'krr'\?",
+        ),
+        (
+            {"cohorts__all__reports": [{"mechanism": "krr", "epsilon": 1}]},
+            r"cohorts\.all\.reports\[0\]\.epsilon: mechanism 'krr' has no parameter 'epsilon'; did you mean 'eps'\?",
+        ),
+        (
+            {"cohorts__all__reports": [{"mechanism": "krr"}]},
+            r"cohorts\.all\.reports\[0\]\.eps: mechanism 'krr' needs parameter 'eps'; add eps: float > 0",
+        ),
+        (
+            {"cohorts__all__reports": [{"mechanism": "krr", "eps": 1, "repeat": 0}]},
+            r"cohorts\.all\.reports\[0\]\.repeat: must be a positive integer",
+        ),
         ({"cohorts__all__reports": []}, r"cohorts\.all\.reports: needs a non-empty list of reports"),
         ({"cohorts__all__shares": 1}, r"cohorts\.all: unknown field 'shares'; did you mean 'share'\?"),
         ({"dataset__p": 1.5}, r"^dataset\.p: must be <= 1, got 1.5; choose p <= 1$"),
         ({"dataset__name": "binomal"}, r"dataset\.name: unknown dataset 'binomal'; did you mean 'binomial'\?"),
-        ({"dataset": {"name": "csv", "path": "nowhere.csv", "column": "x"}}, r"dataset\.path: file '.*nowhere.csv' not found"),
+        (
+            {"dataset": {"name": "csv", "path": "nowhere.csv", "column": "x"}},
+            r"dataset\.path: file '.*nowhere.csv' not found",
+        ),
         ({"estimators": ["ibuu"]}, r"estimators\.ibuu\.name: unknown estimator 'ibuu'; did you mean 'ibu'\?"),
         ({"estimators": {"fast": {"name": "ibu", "max_iter": -5}}}, r"estimators\.fast\.max_iter: must be >= 0"),
         ({"metrics": ["tv", "tv"]}, r"metrics: lists a name twice"),
@@ -76,17 +97,58 @@ MIXED = {
         ({"seed": -1}, r"seed: must be an integer in 0\.\.\d+, got -1"),
         ({"domain__kind": "interval"}, r"domain\.kind: unknown kind 'interval'; did you mean 'integers'\?"),
         ({"domain__high": -3}, r"domain\.high: high \(-3\) must exceed low \(0\)"),
-        ({"cohorts": {"a": {"share": 0.5, "reports": [{"mechanism": "krr", "eps": 1}]}, "b": {"share": 0.4, "reports": [{"mechanism": "krr", "eps": 1}]}}}, r"cohorts: shares sum to 0\.9, not 1"),
-        ({"cohorts": {"a": {"share": "half", "reports": [{"mechanism": "krr", "eps": 1}]}}}, r"cohorts\.a\.share: 'half' is not a number or fraction"),
-        ({"cohorts": {"a": {"reports": [{"mechanism": "krr", "eps": 1}]}, "b": {"share": 0.5, "reports": [{"mechanism": "krr", "eps": 1}]}}}, r"cohorts\.a\.share: is missing"),
-        ({"cohorts__all__reports": [{"mechanism": "matrix", "rows": [[1, 0]] * 9 + [[0.5, 0.4]]}]}, r"cohorts\.all\.reports\[0\]\.rows: row 9 sums to 0\.9, not 1"),
-        ({"cohorts__all__reports": [{"mechanism": "geometric", "eps": 1}], "domain": {"kind": "categorical", "values": list("abcdefghij")}, "dataset": {"name": "uniform"}}, r"cohorts\.all\.reports\[0\]\.domain: mechanism 'geometric' does not work on a categorical domain"),
-        ({"sweep": {"eps": {"path": "cohorts.all.reports.0.eps", "values": [1, -1]}}}, r"eps: must be > 0, got -1.0 \(at sweep point eps=-1\)"),
-        ({"sweep": {"eps": {"path": "cohorts.all.report.0.eps", "values": [1]}}}, r"'cohorts.all.report.0.eps' does not exist: no field 'report'; did you mean 'reports'\?"),
+        (
+            {
+                "cohorts": {
+                    "a": {"share": 0.5, "reports": [{"mechanism": "krr", "eps": 1}]},
+                    "b": {"share": 0.4, "reports": [{"mechanism": "krr", "eps": 1}]},
+                }
+            },
+            r"cohorts: shares sum to 0\.9, not 1",
+        ),
+        (
+            {"cohorts": {"a": {"share": "half", "reports": [{"mechanism": "krr", "eps": 1}]}}},
+            r"cohorts\.a\.share: 'half' is not a number or fraction",
+        ),
+        (
+            {
+                "cohorts": {
+                    "a": {"reports": [{"mechanism": "krr", "eps": 1}]},
+                    "b": {"share": 0.5, "reports": [{"mechanism": "krr", "eps": 1}]},
+                }
+            },
+            r"cohorts\.a\.share: is missing",
+        ),
+        (
+            {"cohorts__all__reports": [{"mechanism": "matrix", "rows": [[1, 0]] * 9 + [[0.5, 0.4]]}]},
+            r"cohorts\.all\.reports\[0\]\.rows: row 9 sums to 0\.9, not 1",
+        ),
+        (
+            {
+                "cohorts__all__reports": [{"mechanism": "geometric", "eps": 1}],
+                "domain": {"kind": "categorical", "values": list("abcdefghij")},
+                "dataset": {"name": "uniform"},
+            },
+            r"cohorts\.all\.reports\[0\]\.domain: mechanism 'geometric' does not work on a categorical domain",
+        ),
+        (
+            {"sweep": {"eps": {"path": "cohorts.all.reports.0.eps", "values": [1, -1]}}},
+            r"eps: must be > 0, got -1.0 \(at sweep point eps=-1\)",
+        ),
+        (
+            {"sweep": {"eps": {"path": "cohorts.all.report.0.eps", "values": [1]}}},
+            r"'cohorts.all.report.0.eps' does not exist: no field 'report'; did you mean 'reports'\?",
+        ),
         ({"sweep": {"rep": {"path": "users", "values": [1]}}}, r"sweep\.rep: axis name 'rep' is reserved"),
         ({"sweep": {"k": {"path": "domain.high", "values": [5, 9]}}}, r"sweep\.k\.path: cannot sweep 'domain.high'"),
-        ({"sweep": {"d": {"path": "dataset", "values": [{"name": "binomial"}, {"name": "binomial", "p": 0.2}]}}}, r"sweep\.d: values are tables or lists; add labels"),
-        ({"sweep": {"n": {"path": "users", "values": [10, 20], "labels": ["a"]}}}, r"sweep\.n\.labels: needs one label per value"),
+        (
+            {"sweep": {"d": {"path": "dataset", "values": [{"name": "binomial"}, {"name": "binomial", "p": 0.2}]}}},
+            r"sweep\.d: values are tables or lists; add labels",
+        ),
+        (
+            {"sweep": {"n": {"path": "users", "values": [10, 20], "labels": ["a"]}}},
+            r"sweep\.n\.labels: needs one label per value",
+        ),
     ],
 )
 def test_bad_scenarios_get_one_line_naming_field_and_fix(changes, message):
@@ -104,8 +166,10 @@ def test_toml_syntax_errors_give_the_line(tmp_path):
 
 def test_a_key_that_toml_put_into_the_previous_table_is_explained(tmp_path):
     path = tmp_path / "s.toml"
-    path.write_text('estimators = ["ibu"]\nusers = 10\n[domain]\nkind = "integers"\nlow = 0\nhigh = 3\n'
-                    '[dataset]\nname = "uniform"\n[cohorts.a]\nreports = [{mechanism = "krr", eps = 1}]\nmetrics = ["tv"]\n')
+    path.write_text(
+        'estimators = ["ibu"]\nusers = 10\n[domain]\nkind = "integers"\nlow = 0\nhigh = 3\n'
+        '[dataset]\nname = "uniform"\n[cohorts.a]\nreports = [{mechanism = "krr", eps = 1}]\nmetrics = ["tv"]\n'
+    )
     with pytest.raises(LdpsimError, match=r"missing field 'metrics': it sits inside \[cohorts\.a\]; in TOML every key"):
         load_scenario(path)
 
@@ -123,19 +187,40 @@ def test_defaults_and_generated_seed():
 
 
 def test_overrides_reach_any_field():
-    loaded = load_scenario(scenario(), ["users=500", "cohorts.all.reports.0.eps=2.5", "estimators.ibu.delta=0.001", "description=hello world"])
+    loaded = load_scenario(
+        scenario(),
+        ["users=500", "cohorts.all.reports.0.eps=2.5", "estimators.ibu.delta=0.001", "description=hello world"],
+    )
     assert loaded.document["users"] == 500
     assert loaded.document["cohorts"]["all"]["reports"][0]["eps"] == 2.5
     assert loaded.document["estimators"]["ibu"] == {"delta": 0.001}
     assert loaded.document["description"] == "hello world"
-    assert loaded.overrides == ('users=500', 'cohorts.all.reports.0.eps=2.5', 'estimators.ibu.delta=0.001', 'description="hello world"')
-    with pytest.raises(LdpsimError, match="'cohorts.al.reports.0.eps' does not exist: no field 'al'; did you mean 'all'"):
+    assert loaded.overrides == (
+        "users=500",
+        "cohorts.all.reports.0.eps=2.5",
+        "estimators.ibu.delta=0.001",
+        'description="hello world"',
+    )
+    with pytest.raises(
+        LdpsimError, match="'cohorts.al.reports.0.eps' does not exist: no field 'al'; did you mean 'all'"
+    ):
         load_scenario(scenario(), ["cohorts.al.reports.0.eps=2"])
     with pytest.raises(LdpsimError, match="--set: override 'users' is not KEY=VALUE"):
         load_scenario(scenario(), ["users"])
 
 
-@pytest.mark.parametrize(("text", "value"), [("a=1", 1), ("a=1e3", 1000.0), ("a=true", True), ("a=[1, 2]", [1, 2]), ("a=uniform", "uniform"), ('a="x y"', "x y"), ("a.b.0=1/3", "1/3")])
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("a=1", 1),
+        ("a=1e3", 1000.0),
+        ("a=true", True),
+        ("a=[1, 2]", [1, 2]),
+        ("a=uniform", "uniform"),
+        ('a="x y"', "x y"),
+        ("a.b.0=1/3", "1/3"),
+    ],
+)
 def test_parse_override(text, value):
     assert parse_override(text)[1] == value
 
@@ -158,7 +243,10 @@ def test_sweeps_form_a_grid():
 
 def test_one_axis_can_set_several_fields():
     cohorts = {name: copy.deepcopy(c) for name, c in MIXED.items()}
-    doc = scenario(cohorts=cohorts, sweep={"eps": {"path": ["cohorts.krr.reports.0.eps", "cohorts.twice.reports.0.eps"], "values": [1, 3]}})
+    doc = scenario(
+        cohorts=cohorts,
+        sweep={"eps": {"path": ["cohorts.krr.reports.0.eps", "cohorts.twice.reports.0.eps"], "values": [1, 3]}},
+    )
     last = list(load_scenario(doc).points())[-1].document
     assert last["cohorts"]["krr"]["reports"][0]["eps"] == 3 and last["cohorts"]["twice"]["reports"][0]["eps"] == 3
 
@@ -166,7 +254,11 @@ def test_one_axis_can_set_several_fields():
 def test_cohorts_get_exact_shares_and_expand_repeats():
     loaded = load_scenario(scenario(cohorts=MIXED, users=600))
     setup = Builder(loaded.base_dir).setup(next(loaded.points()))
-    assert [(c.name, c.users, len(c.plan)) for c in setup.cohorts] == [("krr", 300, 1), ("geo", 200, 1), ("twice", 100, 2)]
+    assert [(c.name, c.users, len(c.plan)) for c in setup.cohorts] == [
+        ("krr", 300, 1),
+        ("geo", 200, 1),
+        ("twice", 100, 2),
+    ]
     assert setup.cohorts[2].plan[0] is setup.cohorts[2].plan[1]
 
 
@@ -235,8 +327,16 @@ def test_cohorts_with_their_own_dataset():
         users=4000,
         domain={"kind": "integers", "low": 0, "high": 3},
         cohorts={
-            "young": {"share": 0.5, "dataset": {"name": "pmf", "p": [0.7, 0.3, 0, 0]}, "reports": [{"mechanism": "krr", "eps": 2.0}]},
-            "old": {"share": 0.5, "dataset": {"name": "pmf", "p": [0, 0, 0.4, 0.6]}, "reports": [{"mechanism": "krr", "eps": 2.0}]},
+            "young": {
+                "share": 0.5,
+                "dataset": {"name": "pmf", "p": [0.7, 0.3, 0, 0]},
+                "reports": [{"mechanism": "krr", "eps": 2.0}],
+            },
+            "old": {
+                "share": 0.5,
+                "dataset": {"name": "pmf", "p": [0, 0, 0.4, 0.6]},
+                "reports": [{"mechanism": "krr", "eps": 2.0}],
+            },
         },
     )
     ds = ldpsim.run_scenario(doc)
@@ -251,9 +351,18 @@ def test_a_distribution_parameter_can_come_from_the_dataset():
     expected = ldpsim.get_registry().create("dataset", "binomial", setup.domain, p=0.5).distribution()
     np.testing.assert_allclose(setup.estimators["ibu"].start, expected)
     # A file dataset's distribution is its empirical one; a zero is refused as IBU start.
-    with pytest.raises(LdpsimError, match=r"estimators\.ibu\.start: is zero at index 0; an EM update never raises a zero"):
-        load_scenario(scenario(dataset={"name": "csv", "path": "tests/data/people.csv", "column": "age"}, domain={"kind": "integers", "low": 0, "high": 99},
-                               estimators={"ibu": {"start": "dataset"}}, users=DELETE), base_dir=Path(__file__).parents[1])
+    with pytest.raises(
+        LdpsimError, match=r"estimators\.ibu\.start: is zero at index 0; an EM update never raises a zero"
+    ):
+        load_scenario(
+            scenario(
+                dataset={"name": "csv", "path": "tests/data/people.csv", "column": "age"},
+                domain={"kind": "integers", "low": 0, "high": 99},
+                estimators={"ibu": {"start": "dataset"}},
+                users=DELETE,
+            ),
+            base_dir=Path(__file__).parents[1],
+        )
 
 
 def test_a_dataset_without_a_known_distribution_cannot_be_a_prior():
@@ -269,14 +378,20 @@ def test_a_dataset_without_a_known_distribution_cannot_be_a_prior():
     plugin.register_datasets = ldpsim.hookimpl(lambda register: register(Opaque))
     registry = ldpsim.Registry.from_entry_points()
     registry.add(plugin, name="opaque")
-    with pytest.raises(LdpsimError, match=r"estimators\.ibu\.start: is \"dataset\" but the dataset's distribution is unknown; give the distribution"):
+    with pytest.raises(
+        LdpsimError,
+        match=r"estimators\.ibu\.start: is \"dataset\" but the dataset's distribution is unknown; give the distribution",
+    ):
         load_scenario(scenario(dataset={"name": "opaque"}, estimators={"ibu": {"start": "dataset"}}), registry=registry)
 
 
 def test_a_data_file_edited_between_two_runs_is_read_again(tmp_path):
     (tmp_path / "a.csv").write_text("age\n1\n1\n1\n")
-    doc = scenario(users=DELETE, domain={"kind": "integers", "low": 0, "high": 3},
-                   dataset={"name": "csv", "path": "a.csv", "column": "age"})
+    doc = scenario(
+        users=DELETE,
+        domain={"kind": "integers", "low": 0, "high": 3},
+        dataset={"name": "csv", "path": "a.csv", "column": "age"},
+    )
     first = load_scenario(doc, base_dir=tmp_path)
     np.testing.assert_array_equal(ldpsim.running.runner.execute(first)["truth"].isel(rep=0).values, [0, 1, 0, 0])
     (tmp_path / "a.csv").write_text("age\n3\n3\n3\n")

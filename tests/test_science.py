@@ -33,4 +33,6 @@ def test_mixed_population_gibu_uses_every_cohort():
         users=15_000,  # the k-RR half of 30 000 users
         set=['cohorts={krr = {share = 1, reports = [{mechanism = "krr", eps = 1.0}]}}'],
     )
-    assert float(err.sel(metric="tv", estimator="ibu")) < float(krr_only["error"].sel(metric="tv", estimator="ibu").mean("rep"))
+    assert float(err.sel(metric="tv", estimator="ibu")) < float(
+        krr_only["error"].sel(metric="tv", estimator="ibu").mean("rep")
+    )

@@ -14,8 +14,8 @@ from scipy import stats
 
 import ldpsim
 from ldpsim import Integers, LdpsimError
-from ldpsim.running import simulation as sim
 from ldpsim.base.memory import MemoryLimitError
+from ldpsim.running import simulation as sim
 from ldpsim.running.runner import simulate, tasks
 from ldpsim.running.scenario import load_scenario
 

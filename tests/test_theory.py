@@ -57,7 +57,9 @@ class TestStrictConcavity004:
         krr = make("mechanism", "krr", domain, eps=0.5)
 
         def concave(seen):
-            return strictly_concave(Likelihood(Observations.from_counts(domain, krr, np.arange(seen), np.ones(seen, int))))
+            return strictly_concave(
+                Likelihood(Observations.from_counts(domain, krr, np.arange(seen), np.ones(seen, int)))
+            )
 
         assert concave(6) and concave(5) and not concave(4)
 
@@ -73,13 +75,17 @@ class TestKKTCertificate:
         assert check_estimate(obs, inv).kkt_violation > 1e-2
 
     def test_the_001_III_C_boundary_mle_satisfies_kkt(self):
-        lik = Likelihood(observe(matrix_mechanism([[0.5, 0.25, 0.25], [0.25, 0.5, 0.25], [0.25, 0.25, 0.5]]), [0, 1, 1, 1, 2]))
+        lik = Likelihood(
+            observe(matrix_mechanism([[0.5, 0.25, 0.25], [0.25, 0.5, 0.25], [0.25, 0.25, 0.5]]), [0, 1, 1, 1, 2])
+        )
         assert kkt_violation(lik, np.array([0.0, 1.0, 0.0])) < 1e-12  # dL/dtheta = (4.5, 5, 4.5) <= n = 5
         assert kkt_violation(lik, np.array([0.1, 0.8, 0.1])) > 0.01
 
 
 class TestKrrMLE:
-    @pytest.mark.parametrize(("eps", "p"), [(0.5, None), (1.0, [0.3, 0.3, 0.2, 0.1, 0.1, 0, 0, 0]), (3.0, [0.9, 0.1, 0, 0, 0, 0, 0, 0])])
+    @pytest.mark.parametrize(
+        ("eps", "p"), [(0.5, None), (1.0, [0.3, 0.3, 0.2, 0.1, 0.1, 0, 0, 0]), (3.0, [0.9, 0.1, 0, 0, 0, 0, 0, 0])]
+    )
     def test_certifies_ibu_to_the_solvers_tolerance(self, rng, eps, p):
         domain = Integers(low=0, high=7)
         krr = make("mechanism", "krr", domain, eps=eps)
@@ -150,7 +156,9 @@ class TestMechanismReports:
         assert sim == pytest.approx(inv_mse(m, theta), rel=0.03)
 
     def test_lip_level_under_a_prior(self):
-        report = check_mechanism(make("mechanism", "krr", Integers(low=0, high=2), eps=1.0), prior=np.array([0.2, 0.3, 0.5]), users=None)
+        report = check_mechanism(
+            make("mechanism", "krr", Integers(low=0, high=2), eps=1.0), prior=np.array([0.2, 0.3, 0.5]), users=None
+        )
         # eps-LDP implies eps-LIP (002 Theorem), and here it is strictly less.
         assert 0 < report.lip_eps < 1.0
 

@@ -9,9 +9,9 @@ from typing import ClassVar
 
 import numpy as np
 
+from ..model.params import Configurable
 from .engine import Likelihood
 from .observations import Observations
-from ..model.params import Configurable
 from .unbiased import unbiased_estimate
 
 

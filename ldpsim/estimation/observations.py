@@ -41,7 +41,9 @@ def unique_rows(reports: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if float(np.log2(spans).sum()) >= 62:
         return np.unique(reports, axis=0, return_counts=True)
     # Pack each row into one integer: counting integers is far faster than sorting rows.
-    keys = np.ravel_multi_index(tuple((reports - lo).T), tuple(spans)) if reports.shape[1] > 1 else reports[:, 0] - lo[0]
+    keys = (
+        np.ravel_multi_index(tuple((reports - lo).T), tuple(spans)) if reports.shape[1] > 1 else reports[:, 0] - lo[0]
+    )
     if float(np.prod(spans.astype(float))) <= max(4 * reports.shape[0], 1 << 16):
         counts = np.bincount(keys, minlength=int(np.prod(spans)))
         uniq = np.flatnonzero(counts)

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..base.errors import EstimationError
-from ..model.mechanism import Mechanism
 from ..base.memory import require_memory
+from ..model.mechanism import Mechanism
 from .observations import Observations
 
 #: largest joint output alphabet of a plan that INV will form a matrix for

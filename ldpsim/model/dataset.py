@@ -6,8 +6,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from .domains import OnDomain
 from ..base.memory import require_memory
+from .domains import OnDomain
 
 
 class Dataset(OnDomain):

@@ -73,7 +73,9 @@ class Integers(Domain):
     def _validate(self) -> None:
         if self.high <= self.low:
             raise ParameterError(
-                f"high ({self.high}) must exceed low ({self.low})", field="high", hint="give a range of at least two values"
+                f"high ({self.high}) must exceed low ({self.low})",
+                field="high",
+                hint="give a range of at least two values",
             )
         if (self.high - self.low) % self.step:
             raise ParameterError(
@@ -273,7 +275,9 @@ def make_domain(spec: Mapping[str, Any] | Domain) -> Domain:
     if isinstance(spec, Domain):
         return spec
     if not isinstance(spec, Mapping):
-        raise ScenarioError("must be a table", field="domain", hint='write [domain] with kind = "integers", "grid" or "categorical"')
+        raise ScenarioError(
+            "must be a table", field="domain", hint='write [domain] with kind = "integers", "grid" or "categorical"'
+        )
     params = dict(spec)
     kind = params.pop("kind", None)
     if kind is None:

@@ -24,9 +24,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .domains import OnDomain
 from ..base.errors import EstimationError
 from ..base.memory import require_memory
+from .domains import OnDomain
 from .privacy import Privacy
 
 #: rows of a mechanism matrix must sum to 1 within this tolerance

@@ -97,9 +97,7 @@ class Param:
 
     def _check_bounds(self, value: Any) -> Any:
         if self.choices is not None and isinstance(value, str) and value not in self.choices:
-            raise ParameterError(
-                f"unknown value {value!r}", field=self.name, hint=did_you_mean(value, self.choices)
-            )
+            raise ParameterError(f"unknown value {value!r}", field=self.name, hint=did_you_mean(value, self.choices))
         if isinstance(value, (str, bool, Path, tuple)) or value is None:
             return value
         arr = np.asarray(value, dtype=float)

@@ -64,7 +64,9 @@ def run(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="results file; default <scenario>.nc")] = None,
     set_: Annotated[
         list[str],
-        typer.Option("--set", "-s", metavar="KEY=VALUE", help="override a field, e.g. users=1000 or cohorts.all.reports.0.eps=2"),
+        typer.Option(
+            "--set", "-s", metavar="KEY=VALUE", help="override a field, e.g. users=1000 or cohorts.all.reports.0.eps=2"
+        ),
     ] = [],  # noqa: B006
     executor: Annotated[
         str | None,
@@ -81,7 +83,9 @@ def run(
     scheduler: Annotated[
         str | None,
         typer.Option(
-            "--scheduler", metavar="ADDRESS", help="a running Dask scheduler, e.g. tcp://10.0.0.5:8786 (implies --executor dask)"
+            "--scheduler",
+            metavar="ADDRESS",
+            help="a running Dask scheduler, e.g. tcp://10.0.0.5:8786 (implies --executor dask)",
         ),
     ] = None,
     resume: Annotated[
@@ -90,9 +94,9 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar or summary")] = False,
 ) -> None:
     """Run a scenario and write its results as netCDF4."""
+    from ..results.assemble import check_output, save_results
     from ..running.checkpoint import Checkpoint
     from ..running.executors import check as check_executor
-    from ..results.assemble import check_output, save_results
     from ..running.runner import execute
     from ..running.scenario import load_scenario
 
@@ -128,7 +132,10 @@ def run(
             if not kept:
                 checkpoint.remove()
             elif isinstance(exc, KeyboardInterrupt):
-                err.print(f"interrupted; {kept} finished runs are kept in {checkpoint.path}: add --resume to continue", markup=False)
+                err.print(
+                    f"interrupted; {kept} finished runs are kept in {checkpoint.path}: add --resume to continue",
+                    markup=False,
+                )
                 raise typer.Exit(130) from None
             raise  # finished runs stay in the checkpoint; the next run without --resume says so
         save_results(ds, target)
@@ -136,7 +143,10 @@ def run(
     if not quiet:
         out.print(summary_table(ds))
     tasks = ds.sizes["rep"] * int(_grid_size(ds))
-    err.print(f"wrote {target} ({tasks} runs in {time.perf_counter() - started:.1f} s, seed {int(ds.attrs['seed'])})", markup=False)
+    err.print(
+        f"wrote {target} ({tasks} runs in {time.perf_counter() - started:.1f} s, seed {int(ds.attrs['seed'])})",
+        markup=False,
+    )
 
 
 @app.command("list")
@@ -157,9 +167,17 @@ def list_plugins(
         for entry in registry.entries(k):
             domains = getattr(entry.cls, "domain_kinds", None)
             out.print(f"  [bold]{entry.name}[/bold]  {entry.cls.summary()}", soft_wrap=True)
-            out.print(f"      plugin {entry.origin}" + (f"; domains: {', '.join(domains)}" if domains else ""), markup=False, soft_wrap=True)
+            out.print(
+                f"      plugin {entry.origin}" + (f"; domains: {', '.join(domains)}" if domains else ""),
+                markup=False,
+                soft_wrap=True,
+            )
             for param in entry.cls.parameters().values():
-                out.print(f"      {param.describe()}" + (f"  -- {param.doc}" if param.doc else ""), markup=False, soft_wrap=True)
+                out.print(
+                    f"      {param.describe()}" + (f"  -- {param.doc}" if param.doc else ""),
+                    markup=False,
+                    soft_wrap=True,
+                )
         out.print()
 
 
@@ -179,25 +197,37 @@ def show(results: Annotated[Path, typer.Argument(help="results file written by `
     if overrides:
         out.print("overrides: " + " ".join(overrides), markup=False)
     plugins = json.loads(a.get("plugins", "{}"))
-    out.print("plugins: " + ", ".join(f"{k} ({v['distribution']} {v['version']})" for k, v in plugins.items()), markup=False)
+    out.print(
+        "plugins: " + ", ".join(f"{k} ({v['distribution']} {v['version']})" for k, v in plugins.items()), markup=False
+    )
     out.print(summary_table(ds))
 
 
 @app.command()
 def plot(
     results: Annotated[Path, typer.Argument(help="results file written by `ldpsim run`")],
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="image file (png, pdf, svg); default <results>.png")] = None,
-    kind: Annotated[str, typer.Option("--kind", "-k", help="summary, box, line, heatmap (grids) or bar (1-D domains)")] = "summary",
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="image file (png, pdf, svg); default <results>.png")
+    ] = None,
+    kind: Annotated[
+        str, typer.Option("--kind", "-k", help="summary, box, line, heatmap (grids) or bar (1-D domains)")
+    ] = "summary",
     metric: Annotated[list[str], typer.Option("--metric", "-m", help="metric to show (repeatable; default all)")] = [],  # noqa: B006
-    estimator: Annotated[list[str], typer.Option("--estimator", "-e", help="estimator to show (repeatable; default all)")] = [],  # noqa: B006
-    sweep: Annotated[str | None, typer.Option(help="sweep axis on the x axis of box and line plots (default the first)")] = None,
-    at: Annotated[list[str], typer.Option(metavar="AXIS=LABEL", help="fix another sweep axis (default its first label)")] = [],  # noqa: B006
+    estimator: Annotated[
+        list[str], typer.Option("--estimator", "-e", help="estimator to show (repeatable; default all)")
+    ] = [],  # noqa: B006
+    sweep: Annotated[
+        str | None, typer.Option(help="sweep axis on the x axis of box and line plots (default the first)")
+    ] = None,
+    at: Annotated[
+        list[str], typer.Option(metavar="AXIS=LABEL", help="fix another sweep axis (default its first label)")
+    ] = [],  # noqa: B006
     rep: Annotated[int | None, typer.Option(help="repetition shown by heatmap and bar (default 0)")] = None,
 ) -> None:
     """Plot errors (summary, box, line) or distributions (heatmap, bar) from a results file."""
+    from ..results.assemble import check_output, open_results
     from .plot_options import parse_at
     from .plotting import figure, save_figure
-    from ..results.assemble import check_output, open_results
 
     with user_errors():
         ds = open_results(results)
@@ -214,18 +244,24 @@ app.add_typer(check_app, name="check")
 @check_app.command("mechanism")
 def check_mechanism_cmd(
     name: Annotated[str, typer.Argument(help="mechanism name (see `ldpsim list mechanisms`)")],
-    domain: Annotated[str, typer.Option("--domain", "-d", help="integers:0..99[:step], grid:24x16[:cell] or categorical:a,b,c")],
-    param: Annotated[list[str], typer.Option("--param", "-p", metavar="KEY=VALUE", help="a mechanism parameter, e.g. eps=1")] = [],  # noqa: B006
-    prior: Annotated[str | None, typer.Option(help="prior for the LIP level: comma-separated probabilities, or 'uniform'")] = None,
+    domain: Annotated[
+        str, typer.Option("--domain", "-d", help="integers:0..99[:step], grid:24x16[:cell] or categorical:a,b,c")
+    ],
+    param: Annotated[
+        list[str], typer.Option("--param", "-p", metavar="KEY=VALUE", help="a mechanism parameter, e.g. eps=1")
+    ] = [],  # noqa: B006
+    prior: Annotated[
+        str | None, typer.Option(help="prior for the LIP level: comma-separated probabilities, or 'uniform'")
+    ] = None,
     users: Annotated[int, typer.Option(min=0, help="users for the simulated INV error (0: skip)")] = 10_000,
 ) -> None:
     """Privacy levels, identifiability and INV error bounds of a mechanism."""
     import numpy as np
 
-    from ..theory.diagnostics import check_mechanism
-    from ..model.domains import parse_domain
     from ..base.errors import ParameterError
+    from ..model.domains import parse_domain
     from ..running.scenario import parse_override
+    from ..theory.diagnostics import check_mechanism
 
     with user_errors():
         dom = parse_domain(domain)
@@ -238,11 +274,19 @@ def check_mechanism_cmd(
         vector = None
         if prior is not None:
             try:
-                vector = np.full(dom.size, 1 / dom.size) if prior == "uniform" else np.array([float(v) for v in prior.split(",")])
+                vector = (
+                    np.full(dom.size, 1 / dom.size)
+                    if prior == "uniform"
+                    else np.array([float(v) for v in prior.split(",")])
+                )
             except ValueError:
-                raise LdpsimError(f"'{prior}' is not a list of numbers", field="--prior", hint="write e.g. 0.2,0.3,0.5") from None
+                raise LdpsimError(
+                    f"'{prior}' is not a list of numbers", field="--prior", hint="write e.g. 0.2,0.3,0.5"
+                ) from None
             if vector.shape != (dom.size,) or np.any(vector < 0) or not np.isclose(vector.sum(), 1):
-                raise LdpsimError(f"needs {dom.size} non-negative numbers summing to 1", field="--prior", hint="or write uniform")
+                raise LdpsimError(
+                    f"needs {dom.size} non-negative numbers summing to 1", field="--prior", hint="or write uniform"
+                )
         report = check_mechanism(mech, prior=vector, users=users or None)
     for line in report.lines():
         out.print(line, markup=False, soft_wrap=True)
@@ -251,8 +295,8 @@ def check_mechanism_cmd(
 @check_app.command("estimate")
 def check_estimate_cmd(results: Annotated[Path, typer.Argument(help="results file written by `ldpsim run`")]) -> None:
     """For each estimate: is it an MLE (KKT), is L strictly concave, is the MLE unique."""
-    from ..theory.diagnostics import check_results
     from ..results.assemble import open_results
+    from ..theory.diagnostics import check_results
 
     with user_errors():
         ds = open_results(results)

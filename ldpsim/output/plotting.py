@@ -22,6 +22,7 @@ import xarray as xr
 
 from ..base.atomic import atomic_path
 from ..base.errors import LdpsimError, did_you_mean
+from ..results.assemble import check_output
 from .plot_options import (
     choose_axis,
     choose_rep,
@@ -33,7 +34,6 @@ from .plot_options import (
     subset,
     sweep_axes,
 )
-from ..results.assemble import check_output
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -18,13 +18,13 @@ from typing import Any
 
 import pluggy
 
-from . import hookspecs
-from ..model.dataset import Dataset
 from ..base.errors import PluginError, did_you_mean
 from ..estimation.estimator import Estimator
+from ..model.dataset import Dataset
 from ..model.mechanism import Mechanism
 from ..model.metric import Metric
 from ..model.params import Configurable
+from . import hookspecs
 
 ENTRY_POINT_GROUP = "ldpsim"
 

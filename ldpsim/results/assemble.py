@@ -35,10 +35,10 @@ import xarray as xr
 
 from ..base.atomic import atomic_path
 from ..base.errors import LdpsimError
-from .labels import describe
-from .noisy import NOISY_DESCRIPTION
 from ..plugin.registry import get_registry
 from ..running.scenario import Builder, Scenario
+from .labels import describe
+from .noisy import NOISY_DESCRIPTION
 
 if TYPE_CHECKING:
     from ..running.runner import TaskResult
@@ -105,21 +105,41 @@ def assemble(scenario: Scenario, results: Sequence[TaskResult], *, wall_seconds:
 
     ds = xr.Dataset(
         {
-            "error": (("metric", "estimator", *sweeps, "rep"), error, {"long_name": "distance from estimate to truth, by metric"}),
+            "error": (
+                ("metric", "estimator", *sweeps, "rep"),
+                error,
+                {"long_name": "distance from estimate to truth, by metric"},
+            ),
             "estimate": ((*per_task, *ddims), domain.reshape(estimate), {"long_name": "estimated distribution"}),
-            "truth": ((*sweeps, "rep", *ddims), domain.reshape(truth), {"long_name": "empirical distribution of the true values"}),
+            "truth": (
+                (*sweeps, "rep", *ddims),
+                domain.reshape(truth),
+                {"long_name": "empirical distribution of the true values"},
+            ),
             "iterations": (per_task, iterations, {"long_name": "estimator iterations (0 if not iterative)"}),
-            "loglik": (per_task, loglik, {"long_name": "log-likelihood L(estimate) of the observations", "units": "nat"}),
+            "loglik": (
+                per_task,
+                loglik,
+                {"long_name": "log-likelihood L(estimate) of the observations", "units": "nat"},
+            ),
             "seconds": (per_task, seconds, {"long_name": "estimation time", "units": "s"}),
             "converged": (per_task, converged, {"long_name": "stopping criterion met before the iteration cap"}),
-            "gap": (per_task, gap, {"long_name": "bound on L(MLE) - L(estimate) from the KKT conditions", "units": "nat"}),
+            "gap": (
+                per_task,
+                gap,
+                {"long_name": "bound on L(MLE) - L(estimate) from the KKT conditions", "units": "nat"},
+            ),
             "distinct_reports": ((*sweeps, "rep"), distinct, {"long_name": "distinct (plan, report tuple) pairs"}),
             "users": (sweeps, users, {"long_name": "number of users"}),
         },
         coords=coords,
     )
     if has_noisy:
-        ds["noisy"] = ((*sweeps, "rep", *ddims), domain.reshape(noisy), {"long_name": "noisy distribution", "description": NOISY_DESCRIPTION})
+        ds["noisy"] = (
+            (*sweeps, "rep", *ddims),
+            domain.reshape(noisy),
+            {"long_name": "noisy distribution", "description": NOISY_DESCRIPTION},
+        )
     describe(ds, scenario.axes, domain, setups[0].metrics)
     plugins: dict[str, dict[str, Any]] = {}
     datasets: dict[str, None] = {}  # descriptions in order of first use, once each
@@ -166,7 +186,9 @@ def check_output(path: str | os.PathLike) -> Path:
         raise LdpsimError(f"'{path}' is a directory", field="output", hint="give a file name such as results.nc")
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
-        raise LdpsimError(f"directory '{parent}' does not exist", field="output", hint="create it or choose another path")
+        raise LdpsimError(
+            f"directory '{parent}' does not exist", field="output", hint="create it or choose another path"
+        )
     if not os.access(parent, os.W_OK):
         raise LdpsimError(f"directory '{parent}' is not writable", field="output", hint="choose a writable location")
     if path.exists() and not os.access(path, os.W_OK):
@@ -191,7 +213,9 @@ def open_results(path: str | os.PathLike) -> xr.Dataset:
         with xr.open_dataset(path, engine=ENGINE) as ds:
             ds = ds.load()
     except (OSError, ValueError) as exc:
-        raise LdpsimError(f"'{path}' is not a readable netCDF file ({exc})", hint="give a file written by `ldpsim run`") from None
+        raise LdpsimError(
+            f"'{path}' is not a readable netCDF file ({exc})", hint="give a file written by `ldpsim run`"
+        ) from None
     if "error" not in ds or "estimate" not in ds:
         raise LdpsimError(f"'{path}' is not an ldpsim results file", hint="give a file written by `ldpsim run`")
     return ds

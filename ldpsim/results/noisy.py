@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.mechanism import Mechanism
 from ..estimation.observations import Observations
+from ..model.mechanism import Mechanism
 
 #: largest domain for which the output labels are worth forming the mechanism's |X| x |Z| matrix
 #: (mechanisms such as k-RR sample and estimate without it; 2048 values make a 34 MB matrix)

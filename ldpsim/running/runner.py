@@ -33,15 +33,15 @@ import numpy as np
 import xarray as xr
 from threadpoolctl import threadpool_limits
 
+from ..estimation.observations import Observations
+from ..estimation.unbiased import check_unbiased_memory
+from ..plugin.registry import get_registry
+from ..results.noisy import noisy_distribution
 from .checkpoint import Checkpoint
 from .executors import check as check_executor
 from .executors import run_all
-from ..results.noisy import noisy_distribution
-from ..estimation.observations import Observations
-from ..plugin.registry import get_registry
 from .scenario import Builder, Point, Scenario, Setup, load_scenario, parse_override
 from .simulation import check_simulation_memory, cohort_group, split_counts
-from ..estimation.unbiased import check_unbiased_memory
 
 Progress = Callable[[int, int], None]
 
@@ -143,7 +143,20 @@ def _run_task(task: Task, builder: Builder | None) -> TaskResult:
         for m, metric in enumerate(setup.metrics.values()):
             errors[m, e] = metric(est.distribution, truth, setup.domain)
     noisy = noisy_distribution(observations)
-    return TaskResult(task.key, truth, estimates, errors, iterations, loglik, seconds, converged, observations.n_distinct, setup.users, noisy=noisy, gap=gap)
+    return TaskResult(
+        task.key,
+        truth,
+        estimates,
+        errors,
+        iterations,
+        loglik,
+        seconds,
+        converged,
+        observations.n_distinct,
+        setup.users,
+        noisy=noisy,
+        gap=gap,
+    )
 
 
 def tasks(scenario: Scenario) -> list[Task]:
@@ -186,7 +199,9 @@ def execute(
     if progress:
         progress(len(results), len(todo))
     rest = [t for t in todo if t.key not in done]
-    for result in run_all(rest, run_task, executor=executor, workers=workers, scheduler=scheduler, builder=scenario.builder):
+    for result in run_all(
+        rest, run_task, executor=executor, workers=workers, scheduler=scheduler, builder=scenario.builder
+    ):
         if checkpoint is not None:
             checkpoint.save(result)
         results.append(result)

@@ -47,10 +47,10 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from ..model.dataset import Dataset
-from ..model.domains import Domain, make_domain
 from ..base.errors import LdpsimError, ScenarioError, did_you_mean
 from ..estimation.estimator import Estimator
+from ..model.dataset import Dataset
+from ..model.domains import Domain, make_domain
 from ..model.mechanism import Mechanism
 from ..model.metric import Metric
 from ..plugin.registry import Registry, get_registry
@@ -83,7 +83,9 @@ def parse_path(path: str) -> list[str | int]:
     parts: list[str | int] = []
     for raw in path.replace("[", ".").replace("]", "").split("."):
         if raw == "":
-            raise ScenarioError(f"'{path}' is not a valid field path", hint="write fields like cohorts.all.reports.0.eps")
+            raise ScenarioError(
+                f"'{path}' is not a valid field path", hint="write fields like cohorts.all.reports.0.eps"
+            )
         parts.append(int(raw) if raw.isdigit() else raw)
     return parts
 
@@ -104,7 +106,9 @@ def set_path(doc: dict, path: str, value: Any) -> None:
     last = parts[-1]
     if isinstance(node, list):
         if not isinstance(last, int) or not -len(node) <= last < len(node):
-            raise ScenarioError(f"has no item {last}", field=show_path(parts[:-1]), hint=f"'{path}' must index 0..{len(node) - 1}")
+            raise ScenarioError(
+                f"has no item {last}", field=show_path(parts[:-1]), hint=f"'{path}' must index 0..{len(node) - 1}"
+            )
         node[last] = value
     elif isinstance(node, dict):
         node[str(last)] = value
@@ -298,9 +302,13 @@ def _normalize(doc: dict) -> dict:
         value = doc.get(key)
         if isinstance(value, list):
             if not all(isinstance(v, str) for v in value):
-                raise ScenarioError("must be a list of names or a table of tables", field=key, hint=f'write {key} = ["a", "b"]')
+                raise ScenarioError(
+                    "must be a list of names or a table of tables", field=key, hint=f'write {key} = ["a", "b"]'
+                )
             if len(set(value)) != len(value):
-                raise ScenarioError("lists a name twice", field=key, hint=f"use [{key}.<label>] tables for two variants")
+                raise ScenarioError(
+                    "lists a name twice", field=key, hint=f"use [{key}.<label>] tables for two variants"
+                )
             doc[key] = {v: {} for v in value}
     return doc
 
@@ -324,7 +332,9 @@ def _check_fields(doc: dict) -> None:
     for key in ("estimators", "metrics"):
         for label, spec in doc[key].items():
             if not isinstance(spec, dict):
-                raise ScenarioError("must be a table", field=f"{key}.{label}", hint=f"write [{key}.{label}] with name = ...")
+                raise ScenarioError(
+                    "must be a table", field=f"{key}.{label}", hint=f"write [{key}.{label}] with name = ..."
+                )
 
 
 def _find_key(node: Any, key: str, where: str = "") -> str | None:
@@ -371,7 +381,9 @@ def _axes(doc: dict) -> tuple[Axis, ...]:
         extra = set(spec) - {"path", "values", "labels"}
         if extra:
             key = sorted(extra)[0]
-            raise ScenarioError(f"unknown field '{key}'", field=where, hint=did_you_mean(key, ["path", "values", "labels"]))
+            raise ScenarioError(
+                f"unknown field '{key}'", field=where, hint=did_you_mean(key, ["path", "values", "labels"])
+            )
         paths = spec.get("path")
         paths = [paths] if isinstance(paths, str) else paths
         if not isinstance(paths, list) or not paths or not all(isinstance(p, str) for p in paths):
@@ -379,7 +391,11 @@ def _axes(doc: dict) -> tuple[Axis, ...]:
         for p in paths:
             head = str(parse_path(p)[0])
             if head in UNSWEEPABLE:
-                raise ScenarioError(f"cannot sweep '{p}'", field=f"{where}.path", hint=f"'{head}' is fixed for a scenario; run separate scenarios")
+                raise ScenarioError(
+                    f"cannot sweep '{p}'",
+                    field=f"{where}.path",
+                    hint=f"'{head}' is fixed for a scenario; run separate scenarios",
+                )
         values = spec.get("values")
         if not isinstance(values, list) or not values:
             raise ScenarioError("needs a non-empty list of values", field=where, hint="e.g. values = [0.5, 1, 2]")
@@ -439,11 +455,15 @@ class Builder:
         dataset = self._plugin("dataset", doc["dataset"], "dataset", domain)
         users = doc.get("users", dataset.size)
         if users is None:
-            raise ScenarioError("missing field 'users'", hint=f"add users = <count>: dataset '{dataset.name}' has no fixed size")
+            raise ScenarioError(
+                "missing field 'users'", hint=f"add users = <count>: dataset '{dataset.name}' has no fixed size"
+            )
         if isinstance(users, float) and users.is_integer():
             users = int(users)
         if isinstance(users, bool) or not isinstance(users, int) or users < 1:
-            raise ScenarioError(f"must be a positive integer, got {users!r}", field="users", hint="e.g. users = 100_000")
+            raise ScenarioError(
+                f"must be a positive integer, got {users!r}", field="users", hint="e.g. users = 100_000"
+            )
         if dataset.size is not None and users > dataset.size and not getattr(dataset, "replace", False):
             raise ScenarioError(
                 f"asks for {users} users but the dataset has {dataset.size} records",
@@ -496,18 +516,28 @@ class Builder:
 
     def _plan(self, reports: Any, where: str, domain: Domain, dataset: Dataset) -> tuple[Mechanism, ...]:
         if not isinstance(reports, list) or not reports:
-            raise ScenarioError("needs a non-empty list of reports", field=where, hint='e.g. reports = [{ mechanism = "krr", eps = 1 }]')
+            raise ScenarioError(
+                "needs a non-empty list of reports", field=where, hint='e.g. reports = [{ mechanism = "krr", eps = 1 }]'
+            )
         plan: list[Mechanism] = []
         for i, report in enumerate(reports):
             spot = f"{where}[{i}]"
             if not isinstance(report, dict) or "mechanism" not in report:
-                raise ScenarioError("must be a table with a mechanism", field=spot, hint='e.g. { mechanism = "krr", eps = 1 }')
+                raise ScenarioError(
+                    "must be a table with a mechanism", field=spot, hint='e.g. { mechanism = "krr", eps = 1 }'
+                )
             params = dict(report)
             repeat = params.pop("repeat", 1)
             if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
-                raise ScenarioError(f"must be a positive integer, got {repeat!r}", field=f"{spot}.repeat", hint="how many times users report")
+                raise ScenarioError(
+                    f"must be a positive integer, got {repeat!r}",
+                    field=f"{spot}.repeat",
+                    hint="how many times users report",
+                )
             name = params.pop("mechanism")
-            mech = self._plugin("mechanism", {"name": name, **params}, spot, domain, name_key="mechanism", dataset=dataset)
+            mech = self._plugin(
+                "mechanism", {"name": name, **params}, spot, domain, name_key="mechanism", dataset=dataset
+            )
             plan.extend([mech] * repeat)
         return tuple(plan)
 
@@ -527,7 +557,9 @@ class Builder:
         params = dict(spec)
         name = params.pop("name", default_name)
         if name is None:
-            raise ScenarioError(f"has no {name_key}", field=where, hint=f"add {name_key} = \"...\" (see `ldpsim list {kind}s`)")
+            raise ScenarioError(
+                f"has no {name_key}", field=where, hint=f'add {name_key} = "..." (see `ldpsim list {kind}s`)'
+            )
         try:
             entry = self.registry.get(kind, name)
         except LdpsimError as exc:
@@ -540,7 +572,7 @@ class Builder:
                 known = dataset.distribution() if dataset is not None else None
                 if known is None:
                     raise ScenarioError(
-                        "is \"dataset\" but the dataset's distribution is unknown",
+                        'is "dataset" but the dataset\'s distribution is unknown',
                         field=f"{where}.{key}",
                         hint="give the distribution as a list of numbers",
                     )
@@ -568,7 +600,9 @@ def _share(value: Any, where: str) -> Fraction:
     try:
         share = Fraction(value) if isinstance(value, str) else Fraction(value).limit_denominator(10**12)
     except (ValueError, ZeroDivisionError, TypeError):
-        raise ScenarioError(f"'{value}' is not a number or fraction", field=where, hint='write e.g. 0.25 or "1/4"') from None
+        raise ScenarioError(
+            f"'{value}' is not a number or fraction", field=where, hint='write e.g. 0.25 or "1/4"'
+        ) from None
     if isinstance(value, bool) or not 0 <= share <= 1:
         raise ScenarioError(f"must be in [0, 1], got {value!r}", field=where, hint="shares are fractions of the users")
     return share

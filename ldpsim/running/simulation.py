@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..model.dataset import Dataset
 from ..base.errors import ParameterError
-from ..model.mechanism import Mechanism
 from ..base.memory import MemoryLimitError, require_memory
 from ..estimation.observations import ReportGroup, plan_width, sum_equal_rows, unique_rows
+from ..model.dataset import Dataset
+from ..model.mechanism import Mechanism
 
 if TYPE_CHECKING:
     from .scenario import Setup

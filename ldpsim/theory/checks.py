@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from ..model.domains import Domain
 from ..base.errors import ParameterError
+from ..model.domains import Domain
 from ..model.mechanism import ROW_SUM_TOL, Mechanism
 from ..model.privacy import geo_level, ldp_level, lip_level
 
@@ -66,7 +66,9 @@ def check_likelihood(mech: Mechanism) -> None:
         expected = np.log(m.T)
     got = mech.log_likelihood(outputs)
     same = np.isclose(got, expected, rtol=1e-9, atol=1e-12) | (np.isneginf(got) & np.isneginf(expected))
-    assert same.all(), f"{mech!r}: log_likelihood disagrees with log(matrix) at (output, value) {tuple(np.argwhere(~same)[0])}"
+    assert same.all(), (
+        f"{mech!r}: log_likelihood disagrees with log(matrix) at (output, value) {tuple(np.argwhere(~same)[0])}"
+    )
 
 
 def check_deterministic(mech: Mechanism, *, seed: int = 0) -> None:
@@ -140,9 +142,9 @@ def check_privacy_claim(mech: Mechanism, *, seed: int = 0) -> None:
         raise AssertionError(f"{mech!r}: unknown privacy notion {claim.notion!r}")
     tol = 1e-9 * max(1.0, abs(claim.eps))
     if exact and mech.tight_privacy:
-        assert math.isclose(actual, claim.eps, rel_tol=1e-9, abs_tol=1e-12) or (math.isinf(actual) and math.isinf(claim.eps)), (
-            f"{mech!r}: claims {claim} but its matrix gives eps = {actual:.12g}"
-        )
+        assert math.isclose(actual, claim.eps, rel_tol=1e-9, abs_tol=1e-12) or (
+            math.isinf(actual) and math.isinf(claim.eps)
+        ), f"{mech!r}: claims {claim} but its matrix gives eps = {actual:.12g}"
     else:
         assert actual <= claim.eps + tol, f"{mech!r}: claims {claim} but its reports show eps >= {actual:.12g}"
 

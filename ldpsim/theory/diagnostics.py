@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..estimation.engine import Likelihood
-from ..model.mechanism import Mechanism
 from ..estimation.observations import Observations
+from ..model.mechanism import Mechanism
 from ..model.privacy import Privacy, geo_level, ldp_level, lip_level
 
 #: relative tolerance on singular values for numerical rank
@@ -90,7 +90,9 @@ class MechanismReport:
         if self.consistent:
             out.append("consistency IBU's estimate converges to the true distribution as n grows (004 Sec. 6)")
         elif self.identifiable:
-            out.append("consistency identification holds; the dominance condition is not guaranteed (zeros or unbounded outputs)")
+            out.append(
+                "consistency identification holds; the dominance condition is not guaranteed (zeros or unbounded outputs)"
+            )
         else:
             out.append("consistency no: different distributions give the same report distribution")
         for b in self.inv_bounds:
@@ -243,7 +245,9 @@ def unique_mle(lik: Likelihood, theta: np.ndarray) -> bool:
     if np.linalg.matrix_rank(sub) < null.shape[1]:
         return False  # a free direction that leaves the zero coordinates at zero: both signs stay inside
     # Otherwise look for w = null c with w >= 0 on the zeros and some positive: maximize their sum.
-    res = linprog(-sub.sum(axis=0), A_ub=-sub, b_ub=np.zeros(sub.shape[0]), bounds=[(-1, 1)] * null.shape[1], method="highs")
+    res = linprog(
+        -sub.sum(axis=0), A_ub=-sub, b_ub=np.zeros(sub.shape[0]), bounds=[(-1, 1)] * null.shape[1], method="highs"
+    )
     return not (res.status == 0 and -res.fun > 1e-9)
 
 
@@ -278,7 +282,9 @@ def check_results(ds) -> list[dict]:  # noqa: ANN001  (an xarray.Dataset from ld
         doc = json.loads(ds.attrs["resolved_scenario"])
         base_dir = ds.attrs.get("scenario_dir")
     except (KeyError, ValueError):
-        raise LdpsimError("the results file has no resolved scenario", hint="give a file written by `ldpsim run`") from None
+        raise LdpsimError(
+            "the results file has no resolved scenario", hint="give a file written by `ldpsim run`"
+        ) from None
     scenario = load_scenario(doc, base_dir=base_dir)
     sweeps = [a.name for a in scenario.axes]
     estimators = [str(e) for e in ds["estimator"].values]
@@ -316,7 +322,11 @@ def rr_parameters(matrix: np.ndarray | None) -> tuple[float, float] | None:
     k = matrix.shape[0]
     p, q = matrix[0, 0], matrix[0, 1]
     off = ~np.eye(k, dtype=bool)
-    if p > q > 0 and np.allclose(np.diag(matrix), p, rtol=1e-12, atol=0) and np.allclose(matrix[off], q, rtol=1e-12, atol=0):
+    if (
+        p > q > 0
+        and np.allclose(np.diag(matrix), p, rtol=1e-12, atol=0)
+        and np.allclose(matrix[off], q, rtol=1e-12, atol=0)
+    ):
         return float(p), float(q)
     return None
 

@@ -35,7 +35,9 @@ class MatrixMechanism(Mechanism):
             )
         if self.outputs is not None and len(self.outputs) != m.shape[1]:
             raise ParameterError(
-                f"has {len(self.outputs)} labels for {m.shape[1]} columns", field="outputs", hint="give one label per column"
+                f"has {len(self.outputs)} labels for {m.shape[1]} columns",
+                field="outputs",
+                hint="give one label per column",
             )
 
     @property
