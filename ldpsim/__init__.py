@@ -35,6 +35,7 @@ from .model.mechanism import ROW_SUM_TOL, Mechanism
 from .model.metric import Metric
 from .model.params import Configurable, Param
 from .model.privacy import Privacy, geo_level, ldp_level, lip_level
+from .model.variables import DOMAIN, POINT, TASK, Variable
 from .plugin.hookspecs import hookimpl
 from .plugin.registry import PluginWarning, Registry, get_registry
 from .theory.diagnostics import check_estimate, check_mechanism, rr_parameters
@@ -46,6 +47,10 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 
 __all__ = [
     "DEFAULT_DELTA",
+    "DOMAIN",
+    "POINT",
+    "TASK",
+    "Variable",
     "DEFAULT_MAX_ITER",
     "DEFAULT_TOL",
     "ROW_SUM_TOL",

@@ -145,7 +145,7 @@ def test_list_unknown_kind():
 
 def test_show_summarizes_a_results_file(tmp_path):
     out = tmp_path / "m.nc"
-    ldpsim.results.assemble.save_results(
+    ldpsim.results.io.save_results(
         ldpsim.run_scenario(ROOT / "scenarios" / "mixed-population.toml", users=3000, repetitions=2), out
     )
     result = runner.invoke(app, ["show", str(out)])
@@ -229,7 +229,7 @@ def test_check_mechanism_bad_input(args, message):
 
 def test_check_estimate_regenerates_the_reports(tmp_path):
     out = tmp_path / "q.nc"
-    ldpsim.results.assemble.save_results(
+    ldpsim.results.io.save_results(
         ldpsim.run_scenario(
             QUICKSTART,
             users=3000,
@@ -248,14 +248,14 @@ def test_check_estimate_regenerates_the_reports(tmp_path):
 def test_check_estimate_detects_results_it_cannot_reproduce(tmp_path):
     ds = ldpsim.run_scenario(QUICKSTART, users=300, repetitions=1)
     ds["truth"] = ds["truth"] * 0 + 0.01  # as if another version had drawn other users
-    ldpsim.results.assemble.save_results(ds, tmp_path / "q.nc")
+    ldpsim.results.io.save_results(ds, tmp_path / "q.nc")
     result = runner.invoke(app, ["check", "estimate", str(tmp_path / "q.nc")])
     assert result.exit_code == 2 and "gives other true values than the file holds" in result.stderr
 
 
 @pytest.fixture(scope="module")
 def quick_results(tmp_path_factory):
-    from ldpsim.results.assemble import save_results
+    from ldpsim.results.io import save_results
 
     path = tmp_path_factory.mktemp("plot") / "q.nc"
     return save_results(ldpsim.run_scenario(QUICKSTART, users=500, repetitions=2), path)

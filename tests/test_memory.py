@@ -28,10 +28,10 @@ def test_allows_small_allocations():
 def test_a_run_refuses_an_inversion_beyond_memory_before_simulating(monkeypatch, tmp_path):
     import ldpsim
     from ldpsim.base import memory
-    from ldpsim.running import runner
+    from ldpsim.running import tasks
 
     monkeypatch.setattr(memory, "available_memory", lambda: 1 << 30)
-    monkeypatch.setattr(runner, "simulate", lambda *a, **k: pytest.fail("simulated before refusing"))
+    monkeypatch.setattr(tasks, "simulate", lambda *a, **k: pytest.fail("simulated before refusing"))
     doc = {
         "name": "wide",
         "users": 1000,
@@ -47,6 +47,6 @@ def test_a_run_refuses_an_inversion_beyond_memory_before_simulating(monkeypatch,
     ):
         ldpsim.run_scenario(doc)
     doc["estimators"] = ["ibu"]  # no inversion: nothing to refuse up front
-    monkeypatch.setattr(runner, "simulate", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("simulating")))
+    monkeypatch.setattr(tasks, "simulate", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("simulating")))
     with pytest.raises(RuntimeError, match="simulating"):
         ldpsim.run_scenario(doc)

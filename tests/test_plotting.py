@@ -15,7 +15,7 @@ import ldpsim
 from ldpsim import Grid, Integers, LdpsimError, Observations
 from ldpsim.output.cli import app
 from ldpsim.output.plotting import figure, summary_figure
-from ldpsim.results.assemble import open_results, save_results
+from ldpsim.results.io import open_results, save_results
 from ldpsim.results.noisy import noisy_distribution
 
 DOC = {

@@ -10,7 +10,7 @@ import pytest
 import xarray as xr
 
 import ldpsim
-from ldpsim.results.assemble import open_results, save_results
+from ldpsim.results.io import open_results, save_results
 
 GRID = {
     "name": "grid",

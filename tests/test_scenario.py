@@ -288,8 +288,8 @@ def test_task_results_do_not_depend_on_execution_order():
     forward = {t.key: run_task(t) for t in todo}
     backward = {t.key: run_task(t) for t in reversed(todo)}
     for key in forward:
-        np.testing.assert_array_equal(forward[key].estimates, backward[key].estimates)
-    assert not np.array_equal(forward[(0,)].truth, forward[(1,)].truth)  # repetitions differ
+        np.testing.assert_array_equal(forward[key]["estimate"], backward[key]["estimate"])
+    assert not np.array_equal(forward[(0,)]["truth"], forward[(1,)]["truth"])  # repetitions differ
 
 
 def test_more_repetitions_keep_the_earlier_ones():

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, replace
-from typing import ClassVar
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ..model.params import Configurable
+from ..model.variables import DOMAIN, Variable
 from .engine import Likelihood
 from .observations import Observations
 from .unbiased import unbiased_estimate
@@ -24,7 +27,8 @@ class Estimate:
     how far it is from the maximum, L(MLE) - L(distribution) <= gap (nats), from
     the relative KKT violation ``kkt`` (see ``Likelihood.certificate``).
     ``rule`` names the stopping rule that ended an iterative estimator
-    ("delta", "kkt"), or "none".
+    ("delta", "kkt"), or "none". ``extras`` holds the values of the outputs the
+    estimator declares in its ``outputs`` (say, an interval's ``lower`` and ``upper``).
     """
 
     distribution: np.ndarray
@@ -35,6 +39,7 @@ class Estimate:
     rule: str = "none"
     kkt: float = math.nan
     gap: float = math.nan
+    extras: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Estimator(Configurable):
@@ -44,6 +49,9 @@ class Estimator(Configurable):
     #: True if the estimator inverts the plans' matrices (through :func:`ldpsim.unbiased_estimate`), so a
     #: run can refuse up front matrices that would not fit in memory
     inverts_matrices: ClassVar[bool] = False
+    #: extra result variables this estimator gives (``source="estimate"``, dims starting with
+    #: ``"estimator"``); :meth:`_estimate` returns their values in ``Estimate.extras``
+    outputs: ClassVar[tuple[Variable, ...]] = ()
 
     def _estimate(self, observations: Observations) -> Estimate | np.ndarray:
         raise NotImplementedError
@@ -75,7 +83,23 @@ class Estimator(Configurable):
             likelihood = Likelihood.of(observations)
             loglik, grad = likelihood.em_parts(dist)
             kkt, gap = likelihood.certificate(grad) if loglik > -math.inf else (math.inf, math.inf)
-        return replace(result, distribution=dist, loglik=loglik, kkt=kkt, gap=gap, seconds=seconds)
+        extras = self._check_extras(result.extras, size)
+        return replace(result, distribution=dist, loglik=loglik, kkt=kkt, gap=gap, seconds=seconds, extras=extras)
+
+    def _check_extras(self, extras: Mapping[str, Any], size: int) -> Mapping[str, Any]:
+        """The declared outputs' values as read-only arrays; an undeclared one is a plugin bug."""
+        declared = {v.name: v for v in type(self).outputs}
+        unknown = set(extras) - set(declared)
+        if unknown:
+            raise ValueError(f"{self!r} returned undeclared outputs {sorted(unknown)}; declare them in `outputs`")
+        checked = {}
+        for name, value in extras.items():
+            arr = np.asarray(value, dtype=declared[name].dtype)
+            if DOMAIN in declared[name].item_dims and size not in arr.shape:
+                raise ValueError(f"{self!r}: output '{name}' has shape {arr.shape}, expected one of {size} values")
+            arr.setflags(write=False)
+            checked[name] = arr
+        return MappingProxyType(checked)
 
 
 class InversionEstimator(Estimator):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 
 from .domains import Domain
 from .params import Configurable
+from .variables import Variable
 
 
 class Metric(Configurable):
@@ -24,6 +26,9 @@ class Metric(Configurable):
     #: unit of the metric's values, shown on plot axes; "distance" means the domain's distance
     #: unit (a grid's ``unit``, e.g. km), "" means unitless
     units: ClassVar[str] = ""
+    #: extra result variables this metric gives per estimate (``source="metric"``, dims starting
+    #: with ``"estimator"``), computed by :meth:`_outputs`; its main value is the results' ``error``
+    outputs: ClassVar[tuple[Variable, ...]] = ()
 
     def _check_domain(self, domain: Domain) -> None:
         """Further checks of the domain against the parameters; raise ParameterError."""
@@ -43,3 +48,15 @@ class Metric(Configurable):
             raise ValueError(f"metric '{self.name}' needs two vectors of length {domain.size}")
         self.check_domain(domain)
         return float(self._compute(estimate, truth, domain))
+
+    def _outputs(self, estimate: np.ndarray, truth: np.ndarray, domain: Domain) -> Mapping[str, Any]:
+        """Values of the declared :attr:`outputs` for one estimate (default: none)."""
+        return {}
+
+    def output_values(self, estimate: np.ndarray, truth: np.ndarray, domain: Domain) -> dict[str, np.ndarray]:
+        """Checked :meth:`_outputs`: exactly the declared outputs, as arrays of their dtypes."""
+        values = dict(self._outputs(np.asarray(estimate, dtype=float), np.asarray(truth, dtype=float), domain))
+        declared = {v.name: v for v in type(self).outputs}
+        if set(values) != set(declared):
+            raise ValueError(f"metric '{self.name}' returned outputs {sorted(values)}, declared {sorted(declared)}")
+        return {name: np.asarray(value, dtype=declared[name].dtype) for name, value in values.items()}

@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -94,7 +94,7 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar or summary")] = False,
 ) -> None:
     """Run a scenario and write its results as netCDF4."""
-    from ..results.assemble import check_output, save_results
+    from ..results.io import check_output, save_results
     from ..running.checkpoint import Checkpoint
     from ..running.executors import check as check_executor
     from ..running.runner import execute
@@ -184,7 +184,7 @@ def list_plugins(
 @app.command()
 def show(results: Annotated[Path, typer.Argument(help="results file written by `ldpsim run`")]) -> None:
     """Describe a results file: provenance and a summary of the errors."""
-    from ..results.assemble import open_results
+    from ..results.io import open_results
 
     with user_errors():
         ds = open_results(results)
@@ -225,7 +225,7 @@ def plot(
     rep: Annotated[int | None, typer.Option(help="repetition shown by heatmap and bar (default 0)")] = None,
 ) -> None:
     """Plot errors (summary, box, line) or distributions (heatmap, bar) from a results file."""
-    from ..results.assemble import check_output, open_results
+    from ..results.io import check_output, open_results
     from .plot_options import parse_at
     from .plotting import figure, save_figure
 
@@ -295,7 +295,7 @@ def check_mechanism_cmd(
 @check_app.command("estimate")
 def check_estimate_cmd(results: Annotated[Path, typer.Argument(help="results file written by `ldpsim run`")]) -> None:
     """For each estimate: is it an MLE (KKT), is L strictly concave, is the MLE unique."""
-    from ..results.assemble import open_results
+    from ..results.io import open_results
     from ..theory.diagnostics import check_results
 
     with user_errors():
@@ -329,23 +329,29 @@ def check_estimate_cmd(results: Annotated[Path, typer.Argument(help="results fil
 
 def summary_table(ds) -> Table:  # noqa: ANN001
     """Mean and spread (sd over repetitions) of each metric per sweep point and estimator."""
-    from ..results.assemble import summarize
+    from ..results.summary import summarize, summary_variables
 
     rows = summarize(ds)
     metrics = [str(m) for m in ds["metric"].values]
     sweeps = [d for d in ds["error"].dims if d not in ("metric", "estimator", "rep")]
     reps = ds.sizes["rep"]
     table = Table(title=f"error: mean ± sd over {reps} repetition{'s' * (reps != 1)}", title_justify="left")
-    for col in [*sweeps, "estimator", *metrics, "iterations", "seconds"]:
+    extra = summary_variables(ds)
+    for col in [*sweeps, "estimator", *metrics, *extra]:
         table.add_column(col, justify="right" if col not in ("estimator",) else "left")
     for row in rows:
         cells = [_fmt(row[d]) for d in sweeps] + [row["estimator"]]
         for m in metrics:
             mean, sd = row[m]
             cells.append(f"{mean:.3g}" + ("" if sd != sd else f" ± {sd:.2g}"))
-        cells += [f"{row['iterations']:.0f}", f"{row['seconds']:.3g}"]
+        cells += [_fmt_mean(row[name], ds[name].dtype) for name in extra]
         table.add_row(*cells)
     return table
+
+
+def _fmt_mean(value: float, dtype: Any) -> str:
+    """A mean over repetitions: whole numbers for integer variables (iterations), 3 digits otherwise."""
+    return f"{value:.0f}" if dtype.kind in "iu" else f"{value:.3g}"
 
 
 def _fmt(value) -> str:  # noqa: ANN001

@@ -22,7 +22,7 @@ import xarray as xr
 
 from ..base.atomic import atomic_path
 from ..base.errors import LdpsimError, did_you_mean
-from ..results.assemble import check_output
+from ..results.io import check_output
 from .plot_options import (
     choose_axis,
     choose_rep,

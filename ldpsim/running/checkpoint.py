@@ -9,7 +9,6 @@ removed once the results file is written.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -21,13 +20,13 @@ import numpy as np
 
 from ..base.atomic import atomic_path
 from ..base.errors import LdpsimError
+from .tasks import TaskResult
 
 if TYPE_CHECKING:
-    from .runner import TaskResult
     from .scenario import Scenario
 
 MANIFEST = "fingerprint.json"
-_NONE = "__none__"  # names of the fields that are None (npz files hold arrays only)
+_KEY = "__key__"  # the task's grid key, stored beside its variables (not a variable name: those are identifiers)
 
 
 def fingerprint(scenario: Scenario) -> str:
@@ -92,46 +91,28 @@ class Checkpoint:
 
     def load(self) -> dict[tuple[int, ...], TaskResult]:
         """The finished tasks, by key (a file that cannot be read is ignored: its task runs again)."""
-        from .runner import TaskResult
-
-        names = [f.name for f in dataclasses.fields(TaskResult)]
         done = {}
         for file in sorted(self.path.glob("task-*.npz")):
             try:
                 with np.load(file, allow_pickle=False) as data:
-                    nones = set(data[_NONE].tolist()) if _NONE in data.files else set()
-                    values = {name: None if name in nones else _restore(name, data[name]) for name in names}
+                    key = tuple(int(k) for k in data[_KEY])
+                    values = {name: data[name] for name in data.files if name != _KEY}
             except (OSError, ValueError, KeyError, EOFError):
                 continue
-            result = TaskResult(**values)
-            done[result.key] = result
+            done[key] = TaskResult(key, values)
         return done
 
     def save(self, result: TaskResult) -> None:
         """Keep one finished task (atomically: a reader never sees half a file)."""
-        arrays, nones = {}, []
-        for f in dataclasses.fields(result):
-            value = getattr(result, f.name)
-            if value is None:
-                nones.append(f.name)
-            else:
-                arrays[f.name] = np.asarray(value)
-        if nones:
-            arrays[_NONE] = np.array(nones)
+        arrays = {name: np.asarray(value) for name, value in result.values.items()}
         with atomic_path(self._file(result.key), suffix=".npz") as tmp:
-            np.savez(tmp, **arrays)
+            np.savez(tmp, **{_KEY: np.asarray(result.key, dtype=np.int64)}, **arrays)
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
 
     def __len__(self) -> int:
         return sum(1 for _ in self.path.glob("task-*.npz"))
-
-
-def _restore(name: str, array: np.ndarray):
-    if name == "key":
-        return tuple(int(k) for k in array)
-    return array.item() if array.ndim == 0 else array
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

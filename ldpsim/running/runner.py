@@ -1,171 +1,31 @@
-"""Running a scenario: one task per (grid point, repetition).
+"""Running a scenario: every task (grid point x repetition) on an executor, then one results dataset.
 
-Plugin instances (and the data files they read) are built once per run: the
-loaded scenario's builder serves tasks in this process; each worker process
-builds its own for the run and drops those of earlier runs, so a data file
-edited between two runs is read again.
-
-Randomness is derived, never shared: task ``(i, j, ..., rep)`` seeds its
-generators from ``SeedSequence(seed, spawn_key=(i, j, ..., rep, stream, ...))``
-with stream 0 for the dataset's value counts (``Dataset.sample_counts``), 1
-for splitting them among the cohorts (sequential multivariate hypergeometric
-draws, in cohort order), ``(2, cohort, report)`` for each report of each
-cohort (one multinomial per value for a single report through a finite
-matrix, else the mechanism's sampler on users grouped by value, in chunks;
-see :mod:`ldpsim.simulation`) and ``(3, cohort)`` for the value counts of a
-cohort with its own dataset. A task's result
-therefore depends only on the scenario and its own position in the grid, not
-on the worker that ran it or on the other tasks; raising ``repetitions`` keeps
-the earlier repetitions identical.
+What one task does, and how its randomness is derived, is in :mod:`ldpsim.running.tasks`.
 """
 
 from __future__ import annotations
 
 import os
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import numpy as np
 import xarray as xr
-from threadpoolctl import threadpool_limits
 
-from ..estimation.observations import Observations
 from ..estimation.unbiased import check_unbiased_memory
-from ..plugin.registry import get_registry
-from ..results.noisy import noisy_distribution
+from ..results.assemble import Layout, assemble
+from ..results.variables import declared
 from .checkpoint import Checkpoint
 from .executors import check as check_executor
 from .executors import run_all
-from .scenario import Builder, Point, Scenario, Setup, load_scenario, parse_override
-from .simulation import check_simulation_memory, cohort_group, split_counts
+from .provenance import provenance
+from .scenario import Builder, Scenario, load_scenario, parse_override
+from .simulation import check_simulation_memory
+from .tasks import Task, TaskResult, run_task, simulate, tasks
+
+__all__ = ["Task", "TaskResult", "execute", "preflight", "run_scenario", "run_task", "simulate", "tasks"]
 
 Progress = Callable[[int, int], None]
-
-
-@dataclass(frozen=True)
-class Task:
-    point: Point
-    rep: int
-    seed: int
-    base_dir: Path
-    run: str  # identifies the run, so worker processes know when to rebuild plugins
-
-    @property
-    def key(self) -> tuple[int, ...]:
-        return (*self.point.index, self.rep)
-
-
-@dataclass(frozen=True)
-class TaskResult:
-    key: tuple[int, ...]
-    truth: np.ndarray  # (K,)
-    estimates: np.ndarray  # (E, K)
-    errors: np.ndarray  # (M, E)
-    iterations: np.ndarray  # (E,)
-    loglik: np.ndarray  # (E,)
-    seconds: np.ndarray  # (E,)
-    converged: np.ndarray  # (E,)
-    distinct: int
-    users: int
-    noisy: np.ndarray | None = None  # (K,) reports read as domain values; None where not defined (ldpsim.noisy)
-    gap: np.ndarray | None = None  # (E,) bound on L(MLE) - L(estimate), nats (Estimate.gap)
-
-
-def _rng(seed: int, *key: int) -> np.random.Generator:
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
-
-
-_worker_builder: dict[tuple[str, int], Builder] = {}
-
-
-def _builder_for(task: Task) -> Builder:
-    """This process's builder for the task's run (and registry); earlier runs' are dropped."""
-    registry = get_registry()
-    key = (task.run, id(registry))
-    if key not in _worker_builder:
-        _worker_builder.clear()
-        _worker_builder[key] = Builder(task.base_dir, registry)
-    return _worker_builder[key]
-
-
-def simulate(task: Task, builder: Builder | None = None) -> tuple[Setup, np.ndarray, Observations]:
-    """A task's population: its setup, the distribution of true values, the aggregated reports."""
-    setup = (builder or _builder_for(task)).setup(task.point)
-    key = task.key
-    counts = setup.dataset.sample_counts(setup.users, _rng(task.seed, *key, 0))
-    shares = split_counts(counts, [cohort.users for cohort in setup.cohorts], _rng(task.seed, *key, 1))
-    held = np.zeros(setup.domain.size, dtype=np.int64)
-    groups = []
-    for c, (cohort, share) in enumerate(zip(setup.cohorts, shares)):
-        if not cohort.users:
-            continue
-        if cohort.dataset is not None:  # heterogeneous users: this cohort draws its own values
-            share = cohort.dataset.sample_counts(cohort.users, _rng(task.seed, *key, 3, c))
-        held += share
-        rngs = [_rng(task.seed, *key, 2, c, j) for j in range(len(cohort.plan))]
-        groups.append(cohort_group(cohort.plan, share, rngs))
-    truth = held / setup.users
-    return setup, truth, Observations(setup.domain, [g for g in groups if g is not None])
-
-
-def run_task(task: Task, builder: Builder | None = None) -> TaskResult:
-    """Simulate one population, estimate, and score the estimates.
-
-    BLAS runs single-threaded inside a task: a threaded reduction may sum in a
-    different order with another thread count, and tasks running side by side
-    on a pool would otherwise oversubscribe the cores (5-10x slower when the
-    machine is busy). Parallelism comes from running tasks side by side.
-    """
-    with threadpool_limits(limits=1, user_api="blas"):
-        return _run_task(task, builder)
-
-
-def _run_task(task: Task, builder: Builder | None) -> TaskResult:
-    setup, truth, observations = simulate(task, builder)
-
-    n_est, n_met = len(setup.estimators), len(setup.metrics)
-    estimates = np.empty((n_est, setup.domain.size))
-    errors = np.empty((n_met, n_est))
-    iterations = np.empty(n_est, dtype=np.int64)
-    loglik = np.empty(n_est)
-    seconds = np.empty(n_est)
-    converged = np.empty(n_est, dtype=bool)
-    gap = np.empty(n_est)
-    for e, estimator in enumerate(setup.estimators.values()):
-        est = estimator.estimate(observations)
-        estimates[e] = est.distribution
-        iterations[e], loglik[e], seconds[e], converged[e] = est.iterations, est.loglik, est.seconds, est.converged
-        gap[e] = est.gap
-        for m, metric in enumerate(setup.metrics.values()):
-            errors[m, e] = metric(est.distribution, truth, setup.domain)
-    noisy = noisy_distribution(observations)
-    return TaskResult(
-        task.key,
-        truth,
-        estimates,
-        errors,
-        iterations,
-        loglik,
-        seconds,
-        converged,
-        observations.n_distinct,
-        setup.users,
-        noisy=noisy,
-        gap=gap,
-    )
-
-
-def tasks(scenario: Scenario) -> list[Task]:
-    run = uuid.uuid4().hex
-    return [
-        Task(point, rep, scenario.seed, scenario.base_dir, run)
-        for point in scenario.points()
-        for rep in range(scenario.repetitions)
-    ]
 
 
 def execute(
@@ -186,8 +46,6 @@ def execute(
     ``checkpoint``, its finished tasks are not run again and every task that
     finishes is saved to it. The numbers never depend on these choices.
     """
-    from ..results.assemble import assemble
-
     if jobs is not None:
         executor, workers = ("processes" if jobs > 1 else "serial"), jobs
     check_executor(executor, workers, scheduler)
@@ -207,7 +65,16 @@ def execute(
         results.append(result)
         if progress:
             progress(len(results), len(todo))
-    return assemble(scenario, results, wall_seconds=time.perf_counter() - started)
+    wall_seconds = time.perf_counter() - started
+    return assemble(layout(scenario), results, attrs=provenance(scenario, wall_seconds=wall_seconds))
+
+
+def layout(scenario: Scenario) -> Layout:
+    """The shape of a scenario's results: sweep axes, repetitions, domain, estimators, metrics, variables."""
+    builder = scenario.builder or Builder(scenario.base_dir)
+    setup = builder.setup(next(iter(scenario.points())))
+    plugins = [*setup.estimators.values(), *setup.metrics.values()]
+    return Layout(scenario.axes, scenario.repetitions, setup.domain, setup.estimators, setup.metrics, declared(plugins))
 
 
 def preflight(scenario: Scenario) -> None:

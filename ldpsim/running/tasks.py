@@ -1,0 +1,185 @@
+"""One task: a (grid point, repetition) simulated, estimated and scored.
+
+Plugin instances (and the data files they read) are built once per run: the
+loaded scenario's builder serves tasks in this process; each worker process
+builds its own for the run and drops those of earlier runs, so a data file
+edited between two runs is read again.
+
+Randomness is derived, never shared: task ``(i, j, ..., rep)`` seeds its
+generators from ``SeedSequence(seed, spawn_key=(i, j, ..., rep, stream, ...))``
+with stream 0 for the dataset's value counts (``Dataset.sample_counts``), 1
+for splitting them among the cohorts (sequential multivariate hypergeometric
+draws, in cohort order), ``(2, cohort, report)`` for each report of each
+cohort (one multinomial per value for a single report through a finite
+matrix, else the mechanism's sampler on users grouped by value, in chunks;
+see :mod:`ldpsim.simulation`) and ``(3, cohort)`` for the value counts of a
+cohort with its own dataset. A task's result
+therefore depends only on the scenario and its own position in the grid, not
+on the worker that ran it or on the other tasks; raising ``repetitions`` keeps
+the earlier repetitions identical.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from ..estimation.observations import Observations
+from ..model.variables import DOMAIN, Variable
+from ..plugin.registry import get_registry
+from ..results.noisy import noisy_distribution
+from ..results.variables import CORE, declared
+from .scenario import Builder, Point, Scenario, Setup
+from .simulation import cohort_group, split_counts
+
+
+@dataclass(frozen=True)
+class Task:
+    point: Point
+    rep: int
+    seed: int
+    base_dir: Path
+    run: str  # identifies the run, so worker processes know when to rebuild plugins
+
+    @property
+    def key(self) -> tuple[int, ...]:
+        return (*self.point.index, self.rep)
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """What one task produced: a value per declared variable (:func:`ldpsim.results.variables.declared`).
+
+    ``values[name]`` is indexed like the variable's dims without the run's: ``error`` is
+    (metrics, estimators), ``estimate`` (estimators, values), ``truth`` (values), ``users`` a
+    scalar. An optional variable the task could not give (``noisy`` on bit vectors) is absent.
+    """
+
+    key: tuple[int, ...]
+    values: dict[str, np.ndarray]
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.values[name]
+
+
+def _rng(seed: int, *key: int) -> np.random.Generator:
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
+
+
+_worker_builder: dict[tuple[str, int], Builder] = {}
+
+
+def _builder_for(task: Task) -> Builder:
+    """This process's builder for the task's run (and registry); earlier runs' are dropped."""
+    registry = get_registry()
+    key = (task.run, id(registry))
+    if key not in _worker_builder:
+        _worker_builder.clear()
+        _worker_builder[key] = Builder(task.base_dir, registry)
+    return _worker_builder[key]
+
+
+def simulate(task: Task, builder: Builder | None = None) -> tuple[Setup, np.ndarray, Observations]:
+    """A task's population: its setup, the distribution of true values, the aggregated reports."""
+    setup = (builder or _builder_for(task)).setup(task.point)
+    key = task.key
+    counts = setup.dataset.sample_counts(setup.users, _rng(task.seed, *key, 0))
+    shares = split_counts(counts, [cohort.users for cohort in setup.cohorts], _rng(task.seed, *key, 1))
+    held = np.zeros(setup.domain.size, dtype=np.int64)
+    groups = []
+    for c, (cohort, share) in enumerate(zip(setup.cohorts, shares)):
+        if not cohort.users:
+            continue
+        if cohort.dataset is not None:  # heterogeneous users: this cohort draws its own values
+            share = cohort.dataset.sample_counts(cohort.users, _rng(task.seed, *key, 3, c))
+        held += share
+        rngs = [_rng(task.seed, *key, 2, c, j) for j in range(len(cohort.plan))]
+        groups.append(cohort_group(cohort.plan, share, rngs))
+    truth = held / setup.users
+    return setup, truth, Observations(setup.domain, [g for g in groups if g is not None])
+
+
+def run_task(task: Task, builder: Builder | None = None) -> TaskResult:
+    """Simulate one population, estimate, and score the estimates.
+
+    BLAS runs single-threaded inside a task: a threaded reduction may sum in a
+    different order with another thread count, and tasks running side by side
+    on a pool would otherwise oversubscribe the cores (5-10x slower when the
+    machine is busy). Parallelism comes from running tasks side by side.
+    """
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _run_task(task, builder)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """The task-level values the ``source="task"`` variables read (by their ``attr``)."""
+
+    truth: np.ndarray
+    noisy: np.ndarray | None
+    distinct_reports: int
+    users: int
+
+
+def _run_task(task: Task, builder: Builder | None) -> TaskResult:
+    setup, truth, observations = simulate(task, builder)
+    estimators, metrics = list(setup.estimators.values()), list(setup.metrics.values())
+    variables = declared([*estimators, *metrics])
+    estimates = [estimator.estimate(observations) for estimator in estimators]
+    scores = [[metric(est.distribution, truth, setup.domain) for est in estimates] for metric in metrics]
+    extras: list[dict[str, Any]] = [{} for _ in estimates]  # estimators' and metrics' declared outputs
+    for e, est in enumerate(estimates):
+        extras[e].update(est.extras)
+        for metric in metrics:
+            if type(metric).outputs:
+                extras[e].update(metric.output_values(est.distribution, truth, setup.domain))
+    run = _Run(truth, noisy_distribution(observations), observations.n_distinct, setup.users)
+    values: dict[str, np.ndarray] = {}
+    for var in variables:
+        if var.name == "error":
+            values[var.name] = np.asarray(scores, dtype=var.dtype).reshape(len(metrics), len(estimates))
+        elif var.source == "task":
+            value = getattr(run, var.key)
+            if value is not None:
+                values[var.name] = np.asarray(value, dtype=var.dtype)
+        elif var in CORE:  # a field of every Estimate
+            values[var.name] = np.asarray([getattr(est, var.key) for est in estimates], dtype=var.dtype)
+        else:  # a plugin's declared output: the fill value where an estimate has none
+            values[var.name] = _stack(var, [x.get(var.name) for x in extras], setup.domain.size)
+    return TaskResult(task.key, values)
+
+
+def _stack(var: Variable, found: list[np.ndarray | None], size: int) -> np.ndarray:
+    """One array over the estimators from each estimate's value of ``var`` (None: not given)."""
+    given = [v for v in found if v is not None]
+    if given:
+        shape = np.shape(given[0])
+    elif var.item_dims == (DOMAIN,):
+        shape = (size,)
+    elif not var.item_dims:
+        shape = ()
+    else:
+        raise ValueError(f"output '{var.name}' was declared but no estimate gave it, so its shape is unknown")
+    out = var.empty((len(found), *shape))
+    for e, value in enumerate(found):
+        if value is not None:
+            if np.shape(value) != shape:
+                raise ValueError(
+                    f"output '{var.name}' has shape {np.shape(value)} for one estimate, {shape} for another"
+                )
+            out[e] = value
+    return out
+
+
+def tasks(scenario: Scenario) -> list[Task]:
+    run = uuid.uuid4().hex
+    return [
+        Task(point, rep, scenario.seed, scenario.base_dir, run)
+        for point in scenario.points()
+        for rep in range(scenario.repetitions)
+    ]
