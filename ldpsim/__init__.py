@@ -17,7 +17,14 @@ from .base.errors import (
     ScenarioError,
 )
 from .estimation.engine import DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_TOL, EMResult, Likelihood, check_start, gibu
-from .estimation.estimator import Estimate, Estimator, InversionEstimator
+from .estimation.estimator import (
+    INTERVAL_OUTPUTS,
+    Estimate,
+    Estimator,
+    InversionEstimator,
+    confidence_param,
+    intervals_param,
+)
 from .estimation.observations import Observations, ReportGroup
 from .estimation.operators import (
     STRUCTURED_MIN_SIZE,
@@ -29,6 +36,7 @@ from .estimation.operators import (
 )
 from .estimation.simplex import project_simplex
 from .estimation.unbiased import plan_matrix, unbiased_estimate
+from .estimation.uncertainty import Uncertainty, mle_uncertainty, unbiased_uncertainty
 from .model.dataset import Dataset
 from .model.domains import Categorical, Domain, Grid, Integers, OnDomain, make_domain, parse_domain
 from .model.mechanism import ROW_SUM_TOL, Mechanism
@@ -47,6 +55,12 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 
 __all__ = [
     "DEFAULT_DELTA",
+    "INTERVAL_OUTPUTS",
+    "Uncertainty",
+    "confidence_param",
+    "intervals_param",
+    "mle_uncertainty",
+    "unbiased_uncertainty",
     "DOMAIN",
     "POINT",
     "TASK",

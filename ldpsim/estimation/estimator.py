@@ -11,11 +11,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..model.params import Configurable
-from ..model.variables import DOMAIN, Variable
+from ..model.params import Configurable, Param
+from ..model.variables import DOMAIN, TASK, Variable
 from .engine import Likelihood
 from .observations import Observations
 from .unbiased import unbiased_estimate
+from .uncertainty import Uncertainty, unbiased_uncertainty
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,55 @@ class Estimate:
     kkt: float = math.nan
     gap: float = math.nan
     extras: Mapping[str, Any] = field(default_factory=dict)
+    #: what intervals at any level come from (None: the estimator states no uncertainty)
+    uncertainty: Uncertainty | None = field(default=None, compare=False, repr=False)
+
+    def interval(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper) confidence bounds of each value's frequency at ``level``.
+
+        Raises
+        ------
+        ValueError
+            If the estimator gave no uncertainty (set its ``intervals`` parameter).
+        """
+        if self.uncertainty is None:
+            raise ValueError("this estimate has no uncertainty: estimate with intervals = true")
+        return self.uncertainty.interval(level)
+
+
+#: result variables of an estimator that states its uncertainty (``intervals = true``); absent
+#: from the results when no estimator gave them
+INTERVAL_OUTPUTS: tuple[Variable, ...] = (
+    Variable(
+        "lower",
+        ("estimator", TASK, DOMAIN),
+        "lower confidence bound of each value's frequency",
+        optional=True,
+    ),
+    Variable(
+        "upper",
+        ("estimator", TASK, DOMAIN),
+        "upper confidence bound of each value's frequency",
+        optional=True,
+    ),
+    Variable(
+        "se",
+        ("estimator", TASK, DOMAIN),
+        "standard error of each value's frequency (NaN on the simplex's boundary)",
+        optional=True,
+    ),
+    Variable("confidence", ("estimator", TASK), "confidence level of lower and upper", optional=True),
+)
+
+
+def intervals_param() -> Param:
+    """The ``intervals`` parameter of an estimator that can state its uncertainty."""
+    return Param("bool", False, doc="also give each value's standard error and confidence interval (lower, upper)")
+
+
+def confidence_param() -> Param:
+    """The ``confidence`` parameter: the level of the intervals."""
+    return Param("float", 0.95, gt=0, lt=1, doc="confidence level of the intervals (with intervals = true)")
 
 
 class Estimator(Configurable):
@@ -83,7 +133,12 @@ class Estimator(Configurable):
             likelihood = Likelihood.of(observations)
             loglik, grad = likelihood.em_parts(dist)
             kkt, gap = likelihood.certificate(grad) if loglik > -math.inf else (math.inf, math.inf)
-        extras = self._check_extras(result.extras, size)
+        extras = dict(result.extras)
+        if result.uncertainty is not None and any(v.name == "lower" for v in type(self).outputs):
+            level = float(getattr(self, "confidence", 0.95))
+            lower, upper = result.uncertainty.interval(level)
+            extras.update(lower=lower, upper=upper, se=result.uncertainty.se, confidence=level)
+        extras = self._check_extras(extras, size)
         return replace(result, distribution=dist, loglik=loglik, kkt=kkt, gap=gap, seconds=seconds, extras=extras)
 
     def _check_extras(self, extras: Mapping[str, Any], size: int) -> Mapping[str, Any]:
@@ -104,12 +159,22 @@ class Estimator(Configurable):
 
 class InversionEstimator(Estimator):
     """Base of estimators that post-process an unbiased estimate (matrix inversion, 001 Sec. VII):
-    subclasses implement :meth:`_postprocess`, taking the estimate off the simplex back onto it."""
+    subclasses implement :meth:`_postprocess`, taking the estimate off the simplex back onto it.
+
+    With ``intervals = true`` they give the exact covariance of the unbiased estimate
+    (:func:`ldpsim.estimation.uncertainty.unbiased_uncertainty`): the interval is the unbiased
+    estimate's, centred on it, not on the post-processed estimate.
+    """
 
     inverts_matrices: ClassVar[bool] = True
+    outputs = INTERVAL_OUTPUTS
+    intervals = intervals_param()
+    confidence = confidence_param()
 
     def _postprocess(self, unbiased: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
-    def _estimate(self, observations: Observations) -> np.ndarray:
-        return self._postprocess(unbiased_estimate(observations))
+    def _estimate(self, observations: Observations) -> Estimate:
+        unbiased = unbiased_estimate(observations)
+        spread = unbiased_uncertainty(observations, unbiased) if self.intervals else None
+        return Estimate(self._postprocess(unbiased), uncertainty=spread)

@@ -29,6 +29,9 @@ class Metric(Configurable):
     #: extra result variables this metric gives per estimate (``source="metric"``, dims starting
     #: with ``"estimator"``), computed by :meth:`_outputs`; its main value is the results' ``error``
     outputs: ClassVar[tuple[Variable, ...]] = ()
+    #: outputs of the estimate the metric reads (an interval's ``lower`` and ``upper``); such a metric
+    #: implements :meth:`_compute_from` and scores NaN where an estimator did not give them
+    reads: ClassVar[tuple[str, ...]] = ()
 
     def _check_domain(self, domain: Domain) -> None:
         """Further checks of the domain against the parameters; raise ParameterError."""
@@ -41,13 +44,32 @@ class Metric(Configurable):
     def _compute(self, estimate: np.ndarray, truth: np.ndarray, domain: Domain) -> float:
         raise NotImplementedError
 
-    def __call__(self, estimate: np.ndarray, truth: np.ndarray, domain: Domain) -> float:
+    def _compute_from(
+        self, estimate: np.ndarray, truth: np.ndarray, domain: Domain, outputs: Mapping[str, np.ndarray]
+    ) -> float:
+        """The score of a metric that :attr:`reads` the estimate's outputs (given as ``outputs``)."""
+        raise NotImplementedError
+
+    def __call__(
+        self,
+        estimate: np.ndarray,
+        truth: np.ndarray,
+        domain: Domain,
+        outputs: Mapping[str, Any] | None = None,
+    ) -> float:
+        """The metric's value for one estimate; ``outputs`` are the estimate's extras (``Estimate.extras``)."""
         estimate = np.asarray(estimate, dtype=float)
         truth = np.asarray(truth, dtype=float)
         if estimate.shape != (domain.size,) or truth.shape != (domain.size,):
             raise ValueError(f"metric '{self.name}' needs two vectors of length {domain.size}")
         self.check_domain(domain)
-        return float(self._compute(estimate, truth, domain))
+        if not self.reads:
+            return float(self._compute(estimate, truth, domain))
+        outputs = outputs or {}
+        if any(name not in outputs for name in self.reads):
+            return float("nan")  # the estimator does not give what this metric reads
+        found = {name: np.asarray(outputs[name], dtype=float) for name in self.reads}
+        return float(self._compute_from(estimate, truth, domain, found))
 
     def _outputs(self, estimate: np.ndarray, truth: np.ndarray, domain: Domain) -> Mapping[str, Any]:
         """Values of the declared :attr:`outputs` for one estimate (default: none)."""

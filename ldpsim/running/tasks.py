@@ -131,7 +131,7 @@ def _run_task(task: Task, builder: Builder | None) -> TaskResult:
     estimators, metrics = list(setup.estimators.values()), list(setup.metrics.values())
     variables = declared([*estimators, *metrics])
     estimates = [estimator.estimate(observations) for estimator in estimators]
-    scores = [[metric(est.distribution, truth, setup.domain) for est in estimates] for metric in metrics]
+    scores = [[metric(est.distribution, truth, setup.domain, est.extras) for est in estimates] for metric in metrics]
     extras: list[dict[str, Any]] = [{} for _ in estimates]  # estimators' and metrics' declared outputs
     for e, est in enumerate(estimates):
         extras[e].update(est.extras)
@@ -150,7 +150,10 @@ def _run_task(task: Task, builder: Builder | None) -> TaskResult:
         elif var in CORE:  # a field of every Estimate
             values[var.name] = np.asarray([getattr(est, var.key) for est in estimates], dtype=var.dtype)
         else:  # a plugin's declared output: the fill value where an estimate has none
-            values[var.name] = _stack(var, [x.get(var.name) for x in extras], setup.domain.size)
+            found = [x.get(var.name) for x in extras]
+            if var.optional and all(v is None for v in found):
+                continue  # no estimate gave it: absent from this task's result
+            values[var.name] = _stack(var, found, setup.domain.size)
     return TaskResult(task.key, values)
 
 

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from ldpsim import (
     DEFAULT_DELTA,
     DEFAULT_MAX_ITER,
     DEFAULT_TOL,
+    INTERVAL_OUTPUTS,
     Estimate,
     Estimator,
     Likelihood,
     Observations,
     Param,
     check_start,
+    confidence_param,
     gibu,
     hookimpl,
+    intervals_param,
+    mle_uncertainty,
 )
 
 
@@ -23,6 +28,7 @@ class IBU(Estimator):
     """Generalized IBU (001 Algorithm 1): the MLE for any mix of mechanisms and repeated reports."""
 
     name = "ibu"
+    outputs = INTERVAL_OUTPUTS
     stop = Param(
         "str",
         "delta",
@@ -55,6 +61,9 @@ class IBU(Estimator):
         "false: one distribution for everyone, 001's model",
     )
 
+    intervals = intervals_param()
+    confidence = confidence_param()
+
     def _validate(self) -> None:
         if self.start is not None:
             check_start(self.start, self.start.size)  # a zero would exclude that value forever
@@ -65,7 +74,10 @@ class IBU(Estimator):
 
     def _estimate(self, observations: Observations) -> Estimate:
         if not self.per_plan or len(observations.groups) < 2:
-            return self._gibu(observations)
+            estimate = self._gibu(observations)
+            if self.intervals:  # the observed information at the estimate, on its face of the simplex
+                return replace(estimate, uncertainty=mle_uncertainty(observations, estimate.distribution))
+            return estimate
         # 001's model has every user drawn from one distribution; when cohorts differ (their own
         # datasets, local priors) that model is wrong and its MLE is biased however many users
         # report. Each plan's users are one cohort's sample: estimate each, weight by size.

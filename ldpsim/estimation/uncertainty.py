@@ -1,0 +1,183 @@
+"""How sure is an estimate: standard errors and confidence intervals for each value's frequency.
+
+Two estimators, two derivations:
+
+* **MLE (GIBU run to its certificate).** The observed Fisher information of the multinomial
+  likelihood, ``J = sum_d c_d g_d g_d^T / (g_d . theta)^2`` (``g_d`` the likelihood row of report
+  tuple d), restricted to the face of the simplex the estimate lies on: the values with positive
+  mass, moving along directions that keep the total at 1. Wald intervals ``theta_x +- z se_x`` on
+  that face. Values with no mass sit on the boundary, where the Wald interval would have zero width
+  and the asymptotics do not hold (a value is taken to be there when it holds less than one user's
+  mass and moving mass to it lowers L): their interval is ``[0, u]``, with ``u`` where the quadratic
+  approximation of L along the path ``theta + t (e_x - theta)`` (mass t moved to x from all the
+  others) has dropped by ``z^2 / 2`` nats (a one-dimensional likelihood-ratio bound; it uses the
+  gradient there, which is <= n at an MLE).
+* **Matrix inversion.** The unbiased estimate ``v = q A^+`` is linear in the observed frequencies
+  ``q``, so its covariance is exact: ``A^+T (diag(lambda) - lambda lambda^T) A^+ / n`` per plan,
+  with ``lambda`` estimated by ``q``, and plans weighted by their share of the users.
+
+Both are asymptotic: they hold when every value's expected count of users is large, and the MLE's
+only for values inside the simplex. The README's "How sure is an estimate" reports measured coverage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import norm
+
+from ..base.errors import ParameterError
+from .engine import Likelihood
+from .observations import Observations
+from .unbiased import plan_matrix
+
+#: largest domain for which the K x K information matrix is formed
+MAX_INTERVAL_VALUES = 4096
+#: a value is on the boundary when its mass is below this many users' and moving mass to it lowers L
+BOUNDARY_USERS = 1.0
+#: rows of the likelihood handled at once when forming the information
+_CHUNK = 1 << 16
+
+
+def check_level(level: float) -> float:
+    """A confidence level in (0, 1), or a one-line ParameterError."""
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+        raise ParameterError(f"must be in (0, 1), got {level!r}", field="confidence", hint="e.g. confidence = 0.95")
+    return float(level)
+
+
+@dataclass(frozen=True)
+class Uncertainty:
+    """What an interval at any level is computed from.
+
+    ``se[x]`` is the standard error of value x's frequency (NaN on the boundary, inf where the
+    data cannot tell values apart); on the boundary, ``slope[x] <= 0`` and ``curvature[x] > 0`` are
+    the first and second derivatives of L along the path that moves mass to x.
+    """
+
+    estimate: np.ndarray
+    se: np.ndarray
+    boundary: np.ndarray
+    slope: np.ndarray
+    curvature: np.ndarray
+    method: str
+
+    def interval(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper) bounds of each value's frequency at confidence ``level``, within [0, 1]."""
+        z = float(norm.ppf(0.5 + check_level(level) / 2))
+        lower = np.clip(self.estimate - z * self.se, 0.0, 1.0)
+        upper = np.clip(self.estimate + z * self.se, 0.0, 1.0)
+        if self.boundary.any():
+            d, a = self.slope[self.boundary], self.curvature[self.boundary]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                reach = np.where(a > 0, (d + np.sqrt(d * d + a * z * z)) / a, 1.0)
+            lower[self.boundary] = 0.0
+            upper[self.boundary] = np.clip(reach, 0.0, 1.0)
+        unknown = ~np.isfinite(self.se) & ~self.boundary
+        lower[unknown], upper[unknown] = 0.0, 1.0
+        return lower, upper
+
+
+def _unknown(theta: np.ndarray, method: str) -> Uncertainty:
+    k = theta.size
+    nan = np.full(k, np.nan)
+    return Uncertainty(theta, np.full(k, np.inf), np.zeros(k, dtype=bool), nan, nan, method)
+
+
+def information(likelihood: Likelihood, theta: np.ndarray) -> np.ndarray:
+    """The observed Fisher information ``-d^2 L / d theta^2`` (K x K) at ``theta``."""
+    h, counts = likelihood.H, likelihood.counts
+    p = np.asarray(h @ theta, dtype=float).ravel()
+    weight = np.divide(counts, p * p, out=np.zeros_like(p), where=p > 0)
+    k = theta.size
+    if isinstance(h, np.ndarray):
+        info = np.zeros((k, k))
+        for start in range(0, h.shape[0], _CHUNK):
+            rows = h[start : start + _CHUNK]
+            info += rows.T @ (rows * weight[start : start + _CHUNK, None])
+        return info
+    columns = []
+    step = max(1, _CHUNK // max(1, h.shape[0] // 64 + 1))
+    for start in range(0, k, step):
+        block = np.eye(k)[:, start : start + step]
+        hb = np.asarray(h @ block)
+        columns.append(np.asarray(h.T @ (hb * weight[:, None])))
+    return np.concatenate(columns, axis=1)
+
+
+def mle_uncertainty(observations: Observations, theta: np.ndarray) -> Uncertainty:
+    """Standard errors of an MLE on its face of the simplex, and what bounds the values on its boundary."""
+    theta = np.asarray(theta, dtype=float)
+    k = theta.size
+    if k > MAX_INTERVAL_VALUES:
+        return _unknown(theta, "none: more values than MAX_INTERVAL_VALUES")
+    likelihood = Likelihood.of(observations)
+    n = likelihood.n
+    _, grad = likelihood.em_parts(theta)
+    info = information(likelihood, theta)
+    # an MLE has dL/dtheta_x = n inside the simplex and <= n on its boundary (KKT); an iterate
+    # converging to a zero keeps a tiny positive mass there, so the rule reads both
+    boundary = (theta * n < BOUNDARY_USERS) & (grad < n)
+    face = np.flatnonzero(~boundary)
+    se = np.full(k, np.nan)
+    if face.size == 1:
+        se[face] = 0.0
+    elif face.size > 1:
+        # directions on the face that keep the total at 1: u -> (u, -sum u)
+        m = face.size
+        basis = np.vstack([np.eye(m - 1), -np.ones((1, m - 1))])
+        reduced = basis.T @ info[np.ix_(face, face)] @ basis
+        eig = np.linalg.eigvalsh(reduced)
+        if eig.min() <= 1e-10 * max(eig.max(), 1e-300):  # the data cannot tell these values apart
+            se[face] = np.inf
+        else:
+            cov = basis @ np.linalg.solve(reduced, basis.T)
+            se[face] = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    slope = grad - n  # dL/dt at t = 0 along theta + t (e_x - theta): sum_x theta_x g_x = n
+    curvature = np.diag(info) - 2 * grad + n  # -d2L/dt2 there
+    return Uncertainty(theta, se, boundary, slope, curvature, "fisher")
+
+
+def unbiased_uncertainty(observations: Observations, estimate: np.ndarray) -> Uncertainty:
+    """Exact standard errors of the unbiased estimate ``q A^+`` (covariance from the multinomial of q).
+
+    Plans whose mechanism has its own unbiased estimate (not ``q A^+``) have no formula here yet,
+    so their values' errors are unknown (infinite).
+    """
+    estimate = np.asarray(estimate, dtype=float)
+    k = observations.domain.size
+    cov = np.zeros((k, k))
+    for group in observations.groups:
+        plan = group.plan
+        if (
+            len(plan) == 1 and plan[0].unbiased_estimate(group.reports[:1], group.counts[:1]) is not None
+        ):  # TODO capabilities
+            return _unknown(estimate, "none: the mechanism's own unbiased estimate has no covariance formula here")
+        a = plan_matrix(plan)
+        widths = [mech.matrix.shape[1] for mech in plan]
+        flat = np.ravel_multi_index(tuple(group.reports.T), widths)
+        q = np.zeros(a.shape[1])
+        np.add.at(q, flat, group.counts / group.n)
+        pinv = np.linalg.pinv(a.T)  # v = pinv(A^T) q, as lstsq solves it
+        spread = (pinv * q) @ pinv.T - np.outer(pinv @ q, pinv @ q)
+        cov += (group.n / observations.n) ** 2 * spread / group.n
+    se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    k_nan = np.full(k, np.nan)
+    return Uncertainty(estimate, se, np.zeros(k, dtype=bool), k_nan, k_nan, "exact")
+
+
+def normal_quantile(level: float) -> float:
+    """z with P(|N(0, 1)| <= z) = level."""
+    return float(norm.ppf(0.5 + check_level(level) / 2))
+
+
+__all__ = [
+    "MAX_INTERVAL_VALUES",
+    "Uncertainty",
+    "check_level",
+    "information",
+    "mle_uncertainty",
+    "normal_quantile",
+    "unbiased_uncertainty",
+]
