@@ -29,8 +29,8 @@ SCENARIO = {
     "sweep": {"eps": {"path": "cohorts.all.reports.0.eps", "values": [0.5, 2.0]}},
 }
 
-LOWER = Variable("lower", ("estimator", TASK, DOMAIN), "lower bound of each value's frequency")
-UPPER = Variable("upper", ("estimator", TASK, DOMAIN), "upper bound of each value's frequency")
+LOWER = Variable("band_lower", ("estimator", TASK, DOMAIN), "lower bound of each value's frequency")
+UPPER = Variable("band_upper", ("estimator", TASK, DOMAIN), "upper bound of each value's frequency")
 WIDTH = Variable("mean_width", ("estimator", TASK), "mean width of the band", summary=True)
 INSIDE = Variable("truth_inside", ("estimator", TASK), "share of values whose band holds the truth", source="metric")
 
@@ -43,7 +43,7 @@ class Band(Estimator):
 
     def _estimate(self, observations):
         theta = ldpsim.gibu(ldpsim.Likelihood.of(observations)).theta
-        return Estimate(theta, extras={"lower": np.clip(theta - 0.01, 0, 1), "upper": theta + 0.01, "mean_width": 0.02})
+        return Estimate(theta, extras={"band_lower": np.clip(theta - 0.01, 0, 1), "band_upper": theta + 0.01, "mean_width": 0.02})
 
 
 class Inside(Metric):
@@ -101,16 +101,16 @@ def test_the_kkt_violation_is_recorded_and_gives_the_gap():
 
 def test_a_plugins_declared_outputs_appear_in_the_results_and_survive_a_file(with_band, tmp_path):
     ds = ldpsim.run_scenario(SCENARIO)
-    assert ds["lower"].dims == ("estimator", "eps", "rep", "value")
+    assert ds["band_lower"].dims == ("estimator", "eps", "rep", "value")
     assert ds["mean_width"].dims == ("estimator", "eps", "rep")
     assert ds["truth_inside"].dims == ("estimator", "eps", "rep")
     band = ds.sel(estimator="band")
-    np.testing.assert_allclose(band["upper"] - band["estimate"], 0.01, atol=1e-15)
-    assert bool(np.isnan(ds["lower"].sel(estimator="ibu")).all())  # ibu declares no band: the fill value
+    np.testing.assert_allclose(band["band_upper"] - band["estimate"], 0.01, atol=1e-15)
+    assert bool(np.isnan(ds["band_lower"].sel(estimator="ibu")).all())  # ibu declares no band: the fill value
     assert bool(((ds["truth_inside"] >= 0) & (ds["truth_inside"] <= 1)).all())  # every estimate is scored
-    assert ds["upper"].attrs["long_name"] == UPPER.long_name
+    assert ds["band_upper"].attrs["long_name"] == UPPER.long_name
     back = open_results(save_results(ds, tmp_path / "band.nc"))
-    np.testing.assert_array_equal(back["lower"].values, ds["lower"].values)
+    np.testing.assert_array_equal(back["band_lower"].values, ds["band_lower"].values)
     rows = summarize(back)
     assert [r["mean_width"] for r in rows if r["estimator"] == "band"] == [pytest.approx(0.02)] * 2
     assert math.isnan(next(r["mean_width"] for r in rows if r["estimator"] == "ibu"))
@@ -124,21 +124,21 @@ def test_declared_outputs_go_through_checkpoints(with_band, tmp_path):
     assert len(checkpoint) == 4
     resumed = execute(load_scenario(SCENARIO), checkpoint=Checkpoint(out, load_scenario(SCENARIO), resume=True))
     for ds in (first, resumed):
-        for name in ("lower", "upper", "mean_width", "truth_inside", "estimate", "kkt"):
+        for name in ("band_lower", "band_upper", "mean_width", "truth_inside", "estimate", "kkt"):
             np.testing.assert_array_equal(ds[name].values, whole[name].values)
 
 
 def test_conflicting_declarations_are_refused():
     class Other(Estimator):
         name = "other"
-        outputs = (Variable("lower", ("estimator", TASK), "a scalar lower bound"),)
+        outputs = (Variable("band_lower", ("estimator", TASK), "a scalar lower bound"),)
 
     class Shadow(Estimator):
         name = "shadow"
         outputs = (Variable("gap", ("estimator", TASK), "not the core's gap"),)
 
-    assert [v.name for v in declared([Band(), Band()])][-3:] == ["lower", "upper", "mean_width"]
-    with pytest.raises(PluginError, match="declares output 'lower', which is another plugin's output"):
+    assert [v.name for v in declared([Band(), Band()])][-3:] == ["band_lower", "band_upper", "mean_width"]
+    with pytest.raises(PluginError, match="declares output 'band_lower', which is another plugin's output"):
         declared([Band(), Other()])
     with pytest.raises(PluginError, match="declares output 'gap', which is a core variable"):
         declared([Shadow()])
@@ -153,7 +153,7 @@ def test_an_undeclared_extra_is_a_plugin_bug(with_band):
         ldpsim.Integers(low=0, high=2),
         [(ldpsim.get_registry().create("mechanism", "krr", ldpsim.Integers(low=0, high=2), eps=1.0), np.zeros((5, 1)))],
     )
-    with pytest.raises(ValueError, match=r"undeclared outputs \['mean_width', 'upper'\]"):
+    with pytest.raises(ValueError, match=r"undeclared outputs \['band_upper', 'mean_width'\]"):
         Sloppy().estimate(obs)
 
 
