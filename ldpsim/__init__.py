@@ -20,7 +20,6 @@ from .estimation.engine import DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_TOL, EMR
 from .estimation.estimator import Estimate, Estimator, InversionEstimator
 from .estimation.observations import Observations, ReportGroup
 from .estimation.operators import (
-    STRUCTURED_MIN_SIZE,
     ConvolutionOperator,
     constant_plus_column,
     convolution_likelihood,
@@ -31,7 +30,7 @@ from .estimation.simplex import project_simplex
 from .estimation.unbiased import plan_matrix, unbiased_estimate
 from .model.dataset import Dataset
 from .model.domains import Categorical, Domain, Grid, Integers, OnDomain, make_domain, parse_domain
-from .model.mechanism import ROW_SUM_TOL, Mechanism
+from .model.mechanism import ROW_SUM_TOL, STRUCTURED_MIN_SIZE, Capabilities, Mechanism
 from .model.metric import Metric
 from .model.params import Configurable, Param
 from .model.privacy import Privacy, geo_level, ldp_level, lip_level
@@ -50,6 +49,7 @@ __all__ = [
     "DEFAULT_TOL",
     "ROW_SUM_TOL",
     "STRUCTURED_MIN_SIZE",
+    "Capabilities",
     "Categorical",
     "Configurable",
     "ConvolutionOperator",
