@@ -84,6 +84,23 @@ ROW_SUM_TOL = 1e-9
 #: :attr:`Mechanism.structured_min_size`
 STRUCTURED_MIN_SIZE = 512
 
+#: the checked methods the core calls; subclasses implement the hooks behind them, never these
+PUBLIC_WRAPPERS = (
+    "matrix",
+    "output_size",
+    "sample",
+    "log_likelihood",
+    "likelihood",
+    "likelihood_operator",
+    "structured_likelihood",
+    "unbiased_estimate",
+    "likely_subset",
+    "output_count",
+    "named_value_likelihood",
+    "require_outputs",
+    "capabilities",
+)
+
 
 @dataclass(frozen=True)
 class Capabilities:
