@@ -27,7 +27,6 @@ from .estimation.estimator import (
 )
 from .estimation.observations import Observations, ReportGroup
 from .estimation.operators import (
-    STRUCTURED_MIN_SIZE,
     ConvolutionOperator,
     constant_plus_column,
     convolution_likelihood,
@@ -39,7 +38,7 @@ from .estimation.unbiased import plan_matrix, unbiased_estimate
 from .estimation.uncertainty import Uncertainty, mle_uncertainty, unbiased_uncertainty
 from .model.dataset import Dataset
 from .model.domains import Categorical, Domain, Grid, Integers, OnDomain, make_domain, parse_domain
-from .model.mechanism import ROW_SUM_TOL, Mechanism
+from .model.mechanism import ROW_SUM_TOL, STRUCTURED_MIN_SIZE, Capabilities, Mechanism
 from .model.metric import Metric
 from .model.params import Configurable, Param
 from .model.privacy import Privacy, geo_level, ldp_level, lip_level
@@ -69,6 +68,7 @@ __all__ = [
     "DEFAULT_TOL",
     "ROW_SUM_TOL",
     "STRUCTURED_MIN_SIZE",
+    "Capabilities",
     "Categorical",
     "Configurable",
     "ConvolutionOperator",

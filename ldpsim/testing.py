@@ -7,25 +7,41 @@
     def test_my_mechanism():
         check_mechanism(MyMechanism(domain, eps=1.0))
 
-Each check raises ``AssertionError`` naming what is wrong.
+Each check raises ``AssertionError`` naming what is wrong. ``check_mechanism``
+runs them all, including a check of every optional capability the mechanism
+declares (``check_capabilities``).
 """
 
 from .theory.checks import (
+    check_capabilities,
     check_deterministic,
+    check_hooks,
     check_likelihood,
+    check_likely_subset,
     check_matrix,
     check_mechanism,
+    check_named_value_likelihood,
+    check_output_count,
     check_parameters,
     check_privacy_claim,
     check_sampler,
+    check_structured_likelihood,
+    check_unbiased_estimate,
 )
 
 __all__ = [
+    "check_capabilities",
     "check_deterministic",
+    "check_hooks",
     "check_likelihood",
+    "check_likely_subset",
     "check_matrix",
     "check_mechanism",
+    "check_named_value_likelihood",
+    "check_output_count",
     "check_parameters",
     "check_privacy_claim",
     "check_sampler",
+    "check_structured_likelihood",
+    "check_unbiased_estimate",
 ]

@@ -105,14 +105,12 @@ def test_a_non_unique_mle_is_certified_by_its_loglik_not_its_argmax():
 
 
 def test_structured_and_dense_likelihoods_give_the_same_iterates(rng, monkeypatch):
-    import ldpsim_plugins.mechanisms.geometric as geometric
-
     k = ldpsim.STRUCTURED_MIN_SIZE
     domain = Integers(low=0, high=k - 1)
     geo = make("mechanism", "geometric", domain, eps=0.05)
     obs = Observations.from_reports(domain, [(geo, geo.sample(rng.binomial(k - 1, 0.3, 20_000), rng))])
     structured = Likelihood(obs)
-    monkeypatch.setattr(geometric, "STRUCTURED_MIN_SIZE", k + 1)
+    monkeypatch.setattr(geo, "structured_min_size", k + 1)  # the dense path on the same domain
     dense = Likelihood(obs)
     assert isinstance(dense.H, np.ndarray) and not isinstance(structured.H, np.ndarray)
     for accelerate in ("none", "squarem"):

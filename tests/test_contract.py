@@ -1,13 +1,39 @@
-"""Every built-in mechanism passes the contract kit third parties use (and a new one cannot be added without)."""
+"""Every built-in mechanism passes the contract kit third parties use (and a new one cannot be added without);
+capabilities, the structured-likelihood size policy and the checked wrappers do what the contract says, and the
+kit catches a mechanism that breaks a capability it declares."""
 
 from __future__ import annotations
 
+import math
+import re
+from pathlib import Path
+
+import numpy as np
 import pytest
 from helpers import make
 
 import ldpsim
-from ldpsim import Categorical, Grid, Integers
-from ldpsim.testing import check_mechanism
+from ldpsim import (
+    Capabilities,
+    Categorical,
+    EstimationError,
+    Grid,
+    Integers,
+    Likelihood,
+    Mechanism,
+    Observations,
+    constant_plus_column,
+)
+from ldpsim.base.hooks import overrides
+from ldpsim.testing import (
+    check_hooks,
+    check_likely_subset,
+    check_mechanism,
+    check_named_value_likelihood,
+    check_output_count,
+    check_structured_likelihood,
+    check_unbiased_estimate,
+)
 
 LINE = Integers(low=0, high=7)
 GRID = Grid(rows=3, cols=4, cell=0.5)
@@ -36,3 +62,292 @@ def test_every_built_in_mechanism_has_an_example():
 def test_built_in_mechanism_meets_the_contract(name):
     domain, params = EXAMPLES[name]
     check_mechanism(make("mechanism", name, domain, **params))
+
+
+# ------------------------------------------------------------------ capabilities
+CAPABILITIES = {
+    "krr": {"structured_likelihood", "likely_subset", "output_count", "named_value_likelihood"},
+    "geometric": {"structured_likelihood", "likely_subset", "output_count"},
+    "laplace": {"structured_likelihood", "likely_subset", "output_count"},
+    "exponential": {"structured_likelihood", "output_count"},
+    "planar-geometric": {"structured_likelihood", "output_count"},
+    "planar-laplace": {"structured_likelihood", "output_count"},
+    "rappor": {"structured_likelihood", "unbiased_estimate", "likely_subset"},
+    "oue": {"structured_likelihood", "unbiased_estimate", "likely_subset"},
+    "olh": {"structured_likelihood", "unbiased_estimate"},
+    "lip": set(),
+    "lip-binary": set(),
+    "matrix": set(),
+}
+#: mechanisms whose structured likelihood is used on every domain (bit vectors, hashed reports)
+ALWAYS_STRUCTURED = {"rappor", "oue", "olh"}
+
+
+def test_every_example_has_its_capabilities_listed():
+    assert set(CAPABILITIES) == set(EXAMPLES)
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_built_in_mechanisms_declare_the_capabilities_they_implement(name):
+    domain, params = EXAMPLES[name]
+    mech = make("mechanism", name, domain, **params)
+    assert mech.capabilities.declared == CAPABILITIES[name]
+    assert Capabilities.of(type(mech)) == mech.capabilities
+    assert mech.structured_min_size == (0 if name in ALWAYS_STRUCTURED else ldpsim.STRUCTURED_MIN_SIZE)
+
+
+def test_the_base_declares_nothing_and_subclasses_inherit_what_they_override():
+    assert Capabilities.of(Mechanism) == Capabilities()
+    assert not Capabilities().declared
+
+    class Estimating(Mechanism):
+        def _unbiased_estimate(self, reports, counts):
+            return None
+
+    class Child(Estimating):
+        def _output_count(self):
+            return 2
+
+    assert Capabilities.of(Estimating).declared == {"unbiased_estimate"}
+    assert Capabilities.of(Child).declared == {"unbiased_estimate", "output_count"}
+
+
+def test_overrides_compares_what_a_class_defines_not_how_it_is_looked_up():
+    class Base:
+        def hook(self):
+            return None
+
+        @property
+        def value(self):
+            return 1
+
+        @classmethod
+        def make(cls):
+            return cls()
+
+    class Same(Base):
+        pass
+
+    class Other(Base):
+        def hook(self):
+            return 1
+
+        @property
+        def value(self):
+            return 2
+
+        @classmethod
+        def make(cls):
+            return cls()
+
+    for name in ("hook", "value", "make"):
+        assert not overrides(Same, Base, name) and not overrides(Base, Base, name)
+        assert overrides(Other, Base, name)
+
+
+# ------------------------------------------------------------------ size policy
+def _domain_of_size(name, size):
+    if name.startswith("planar"):
+        rows = {ldpsim.STRUCTURED_MIN_SIZE - 1: 7, ldpsim.STRUCTURED_MIN_SIZE: 16, 12: 3}[size]
+        return Grid(rows=rows, cols=size // rows)
+    return Integers(low=0, high=size - 1)
+
+
+STRUCTURED = sorted(n for n, caps in CAPABILITIES.items() if "structured_likelihood" in caps)
+
+
+@pytest.mark.parametrize("name", STRUCTURED)
+def test_the_structured_likelihood_is_used_from_the_size_policy_on(name, rng):
+    eps = {"olh": 1.0}.get(name, 1.5)
+    for size in (12, ldpsim.STRUCTURED_MIN_SIZE - 1, ldpsim.STRUCTURED_MIN_SIZE):
+        domain = _domain_of_size(name, size)
+        mech = make("mechanism", name, domain, eps=eps)
+        reports = mech.sample(rng.integers(0, domain.size, 50), rng)
+        structured = name in ALWAYS_STRUCTURED or size >= ldpsim.STRUCTURED_MIN_SIZE
+        assert (mech.likelihood_operator(reports) is not None) is structured, (name, size)
+        assert mech.structured_likelihood(reports) is not None  # whatever the size
+        obs = Observations.from_reports(domain, [(mech, reports)])
+        assert isinstance(Likelihood(obs).H, np.ndarray) is not structured, (name, size)
+
+
+def test_an_instance_may_move_the_threshold_either_way(rng):
+    small = make("mechanism", "krr", Integers(low=0, high=9), eps=1.0)
+    reports = small.sample(rng.integers(0, 10, 100), rng)
+    assert small.likelihood_operator(reports) is None
+    small.structured_min_size = 0
+    shift, op = small.likelihood_operator(reports)
+    np.testing.assert_allclose(
+        np.exp(shift)[:, None] * (op @ np.eye(10)), small.likelihood(reports), rtol=1e-13, atol=0
+    )
+    large = make("mechanism", "oue", Integers(low=0, high=9), eps=1.0)
+    large.structured_min_size = 11
+    assert large.likelihood_operator(large.sample(np.arange(10), rng)) is None
+
+
+def test_a_mechanism_without_the_capability_has_no_structured_likelihood():
+    mech = make("mechanism", "matrix", Categorical(values=["x", "y"]), rows=[[0.8, 0.2], [0.3, 0.7]])
+    mech.structured_min_size = 0
+    assert mech.structured_likelihood([0, 1]) is None and mech.likelihood_operator([0, 1]) is None
+    assert mech.unbiased_estimate([[0]], [3]) is None and mech.likely_subset([[0]]) is None
+    assert mech.output_count() is None and mech.named_value_likelihood() is None
+
+
+# ------------------------------------------------------------------ checked wrappers
+def _krr_class():
+    return type(make("mechanism", "krr", Integers(low=0, high=3), eps=1.0))
+
+
+KRR4 = Integers(low=0, high=3)
+
+
+def test_what_the_hooks_return_is_checked():
+    krr = _krr_class()
+
+    class WrongShape(krr):
+        def _structured_likelihood(self, reports):
+            shift, op = super()._structured_likelihood(reports)
+            return shift[:-1], op
+
+    class NotFinite(krr):
+        def _unbiased_estimate(self, reports, counts):
+            return np.full(self.domain.size, np.nan)
+
+    class Empty(krr):
+        def _likely_subset(self, reports):
+            return np.zeros(self.domain.size, dtype=bool)
+
+    class NoOutputs(krr):
+        def _output_count(self):
+            return 0
+
+    class Positive(krr):
+        def _named_value_likelihood(self):
+            return 0.5, -1.0
+
+    reports = np.array([[0], [2]])
+    with pytest.raises(ValueError, match=r"_structured_likelihood returned shapes \(1,\)"):
+        WrongShape(KRR4, eps=1.0).structured_likelihood(reports)
+    with pytest.raises(ValueError, match="_unbiased_estimate must return 4 finite numbers"):
+        NotFinite(KRR4, eps=1.0).unbiased_estimate(reports, [1, 2])
+    with pytest.raises(ValueError, match="one per report"):
+        NotFinite(KRR4, eps=1.0).unbiased_estimate(reports, [1, 2, 3])
+    with pytest.raises(ValueError, match="non-empty mask"):
+        Empty(KRR4, eps=1.0).likely_subset(reports)
+    with pytest.raises(ValueError, match="positive integer"):
+        NoOutputs(KRR4, eps=1.0).output_count()
+    with pytest.raises(ValueError, match="two log-probabilities"):
+        Positive(KRR4, eps=1.0).named_value_likelihood()
+
+
+def test_require_outputs_names_the_first_report_that_is_not_an_output():
+    mech = make("mechanism", "krr", KRR4, eps=1.0)
+    mech.require_outputs(np.array([0, 3]), 4)
+    with pytest.raises(EstimationError, match=r"report 4 is not an output of krr\(eps=1.0\) \(outputs are 0..3\)"):
+        mech.require_outputs(np.array([1, 4, -1]), 4)
+
+
+def test_the_former_operator_hook_still_works_with_its_own_threshold():
+    krr = _krr_class()
+    with pytest.warns(DeprecationWarning, match="_likelihood_operator is deprecated"):
+
+        class Legacy(krr):
+            def _likelihood_operator(self, reports):
+                return krr._structured_likelihood(self, reports) if self.domain.size >= 3 else None
+
+    assert Legacy.structured_min_size == 0 and Capabilities.of(Legacy).structured_likelihood
+    assert Legacy(KRR4, eps=1.0).likelihood_operator([[1]]) is not None
+    assert Legacy(Integers(low=0, high=1), eps=1.0).likelihood_operator([[1]]) is None
+
+
+# ------------------------------------------------------------------ the kit catches broken capabilities
+def _broken(name, domain, hook, body, **params):
+    """A subclass of built-in ``name`` whose ``hook`` is ``body``."""
+    cls = type(make("mechanism", name, domain, **params))
+    return type(f"Broken{cls.__name__}", (cls,), {hook: body})(domain, **params)
+
+
+def test_a_structured_likelihood_that_disagrees_with_the_dense_one_fails():
+    def wrong(self, reports):  # r = e^-eps/2 instead of e^-eps
+        return np.full(reports.shape[0], 0.0), constant_plus_column(reports[:, 0], self.domain.size, 0.5)
+
+    mech = _broken("krr", KRR4, "_structured_likelihood", wrong, eps=1.0)
+    with pytest.raises(AssertionError, match="structured likelihood of report"):
+        check_structured_likelihood(mech)
+    with pytest.raises(AssertionError, match="structured likelihood of report"):
+        check_mechanism(mech)
+
+
+def test_a_biased_estimate_fails_exactly_on_a_small_matrix():
+    rappor = type(make("mechanism", "rappor", KRR4, eps=1.0))
+
+    def biased(self, reports, counts):
+        return 1.001 * rappor._unbiased_estimate(self, reports, counts)
+
+    with pytest.raises(AssertionError, match="not the point mass"):
+        check_unbiased_estimate(_broken("rappor", KRR4, "_unbiased_estimate", biased, eps=1.0))
+
+
+def test_a_biased_estimate_fails_the_statistical_test_without_a_matrix():
+    olh = type(make("mechanism", "olh", LINE, eps=1.5))
+
+    def unscaled(self, reports, counts):  # divides by p instead of p - 1/g
+        v = olh._unbiased_estimate(self, reports, counts)
+        return v * self._p_minus_one_over_g / self.p
+
+    with pytest.raises(AssertionError, match="t-test p ="):
+        check_unbiased_estimate(_broken("olh", LINE, "_unbiased_estimate", unscaled, eps=1.5))
+
+
+def test_a_likely_subset_that_leaves_out_a_possible_maximum_fails():
+    def first_report_only(self, reports):
+        mask = np.zeros(self.domain.size, dtype=bool)
+        mask[reports[0, 0]] = True
+        return mask
+
+    with pytest.raises(AssertionError, match="outside the likely subset"):
+        check_likely_subset(_broken("krr", KRR4, "_likely_subset", first_report_only, eps=1.0))
+
+
+def test_a_wrong_named_value_likelihood_fails():
+    def same(self):
+        return math.log(self._keep), math.log(self._keep)
+
+    with pytest.raises(AssertionError, match="named_value_likelihood"):
+        check_named_value_likelihood(_broken("krr", KRR4, "_named_value_likelihood", same, eps=1.0))
+
+
+def test_a_wrong_output_count_fails():
+    with pytest.raises(AssertionError, match="declares 5 outputs, its matrix has 4"):
+        check_output_count(_broken("krr", KRR4, "_output_count", lambda self: 5, eps=1.0))
+
+
+def test_overriding_a_checked_wrapper_fails():
+    def unchecked(self, reports):
+        return self._structured_likelihood(np.asarray(reports))
+
+    with pytest.raises(AssertionError, match="overrides structured_likelihood"):
+        check_hooks(_broken("krr", KRR4, "structured_likelihood", unchecked, eps=1.0))
+
+
+# ------------------------------------------------------------------ the core calls only the wrappers
+ROOT = Path(__file__).resolve().parents[1]
+HOOKS = (
+    "_matrix|_log_likelihood|_structured_likelihood|_likelihood_operator|_unbiased_estimate|_likely_subset"
+    "|_output_count|_named_value_likelihood|_require_outputs"
+)
+
+
+def test_the_core_calls_no_mechanism_hook_and_detects_no_override_by_identity():
+    for path in sorted((ROOT / "ldpsim").rglob("*.py")):
+        if path.name == "mechanism.py":
+            continue  # the wrappers themselves
+        text = path.read_text()
+        assert not re.search(rf"\.({HOOKS})\(", text), path
+        assert not re.search(r"\)\._\w+ is (not )?\w+\._\w+", text), path
+
+
+def test_plugins_leave_the_size_policy_to_the_base():
+    for path in sorted((ROOT / "plugins").rglob("*.py")):
+        text = path.read_text()
+        assert "STRUCTURED_MIN_SIZE" not in text and "_require_outputs" not in text, path
+        assert "def structured_likelihood" not in text and "_likelihood_operator" not in text, path

@@ -353,10 +353,10 @@ def _block(group: ReportGroup) -> tuple[np.ndarray, object]:
         if parts is not None:
             return parts
     rows, size = group.reports.shape[0], group.plan[0].domain.size
-    named = [m._named_value_likelihood() if m.report_width == 1 else None for m in group.plan]
+    named = [m.named_value_likelihood() for m in group.plan]
     if len(group.plan) > 1 and all(pair is not None for pair in named):
         for mech, column in group.columns():  # the same check a dense likelihood makes
-            mech._require_outputs(column[:, 0], size)
+            mech.require_outputs(column[:, 0], size)
         hit, miss = np.array(named, dtype=float).T
         return named_values_likelihood(group.reports, hit, miss, size)
     require_memory(

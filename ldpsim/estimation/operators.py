@@ -1,7 +1,8 @@
 """Structured likelihood operators: GIBU's ``H`` without a dense (reports x values) array.
 
-A mechanism's ``_likelihood_operator(reports)`` returns ``(shift, H)`` with
-``P(report_d | x) = exp(shift_d) H[d, x]`` (see :mod:`ldpsim.engine`). GIBU only
+A mechanism's structured likelihood (its ``_structured_likelihood(reports)`` hook,
+see :mod:`ldpsim.model.mechanism`) is ``(shift, H)`` with
+``P(report_d | x) = exp(shift_d) H[d, x]`` (see :mod:`ldpsim.estimation.engine`). GIBU only
 needs ``H @ theta`` and ``H.T @ w``; when the mechanism has structure these cost
 far less than a dense product:
 
@@ -30,10 +31,6 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import fft
 from scipy.sparse.linalg import LinearOperator
-
-#: below this many values a dense likelihood is faster than a structured one (measured: numpy's
-#: dense products beat the FFT's fixed costs on small domains)
-STRUCTURED_MIN_SIZE = 512
 
 #: an FFT product entry whose value is below GUARD times its rounding-error bound is recomputed
 #: exactly, so every entry of H @ theta has a relative error below 1 / GUARD
@@ -110,7 +107,7 @@ def rank_one_plus_sparse(support, r: float) -> LinearOperator:  # noqa: ANN001  
 
     The likelihood of a report that only says "x is in this set" (unary encodings, local
     hashing) has this shape, up to a per-report factor: mechanisms return it from
-    ``_likelihood_operator`` so GIBU never forms a dense (reports x values) array.
+    ``_structured_likelihood`` so GIBU never forms a dense (reports x values) array.
     """
     one_minus_r = -math.expm1(math.log(r))  # no cancellation for r close to 1 (small eps)
     support_t = support.T  # a CSC view, no copy

@@ -42,9 +42,9 @@ def check_unbiased_memory(plans: Sequence[Sequence[Mechanism]]) -> None:
     building the matrix, are left to the checks made when the matrix is built.
     """
     for plan in plans:
-        if len(plan) == 1 and type(plan[0])._unbiased_estimate is not Mechanism._unbiased_estimate:
+        if len(plan) == 1 and plan[0].capabilities.unbiased_estimate:
             continue
-        counts = [mech._output_count() for mech in plan]
+        counts = [mech.output_count() for mech in plan]
         if any(c is None for c in counts):
             continue
         joint = float(np.prod(np.array(counts, dtype=float)))

@@ -1,30 +1,77 @@
 """The mechanism contract.
 
-A mechanism is built from a domain and validated parameters. It
+A mechanism is built from a domain and validated parameters. It samples
+reports for an array of true values (domain indices) with an explicitly
+passed :class:`numpy.random.Generator`, vectorized; gives the log-likelihood
+``log P(report | x)`` of reports for every ``x``; and declares the privacy
+guarantee it claims (:class:`Privacy`). A report is a row of ``report_width``
+integers: an output index for matrix mechanisms (column ``z`` of the matrix),
+or whatever encoding the mechanism documents.
 
-* samples reports for an array of true values (domain indices) with an
-  explicitly passed :class:`numpy.random.Generator`, vectorized;
-* gives the log-likelihood ``log P(report | x)`` of reports for every ``x``;
-* declares the privacy guarantee it claims (:class:`Privacy`).
+A subclass implements *hooks* (names starting with ``_``); the rest of ldpsim
+calls only the *public wrappers*, which check what the hooks return and name
+the mechanism when it is wrong. Optional hooks are *capabilities*: overriding
+one declares it, and :attr:`Mechanism.capabilities` says which a mechanism
+declares (a declared hook may still return None for particular reports or
+parameters, meaning "not here").
 
-A mechanism with finitely many outputs only has to implement
-:meth:`Mechanism._matrix`, its row-stochastic matrix; sampling and likelihoods
-follow from it. Mechanisms with huge or infinite output sets (bit vectors,
-unbounded integers) implement :meth:`Mechanism._sample` and
-:meth:`Mechanism._log_likelihood` instead.
+=================================  ================================  ==========================
+hook (a subclass implements)       public wrapper (the core calls)   capability flag
+=================================  ================================  ==========================
+``privacy`` (property)             ``privacy``                       required
+``_matrix()``                      ``matrix``, ``output_size``       required, or the next two
+``_sample(values, rng)``           ``sample(values, rng)``           required without a matrix
+``_log_likelihood(reports)``       ``log_likelihood(reports)``       required without a matrix
+``_structured_likelihood(r)``      ``likelihood_operator(r)``,       ``structured_likelihood``
+                                   ``structured_likelihood(r)``
+``_unbiased_estimate(r, counts)``  ``unbiased_estimate(r, counts)``  ``unbiased_estimate``
+``_likely_subset(r)``              ``likely_subset(r)``              ``likely_subset``
+``_output_count()``                ``output_count()``                ``output_count``
+``_named_value_likelihood()``      ``named_value_likelihood()``      ``named_value_likelihood``
+=================================  ================================  ==========================
 
-A report is a row of ``report_width`` integers: an output index for matrix
-mechanisms, or whatever encoding the mechanism documents.
+Required: ``privacy``, and either ``_matrix`` (finitely many outputs: sampling
+and likelihoods follow from it) or ``_sample`` and ``_log_likelihood`` (bit
+vectors, unbounded integers; ``_matrix`` may then still return one when it is small).
+
+Capabilities:
+
+* structured likelihood: ``(shift, H)`` with ``P(report_d | x) = exp(shift_d) H[d, x]``,
+  ``H`` anything with ``H @ v`` and ``H.T @ w`` (a scipy ``LinearOperator`` or sparse
+  matrix; ``constant_plus_column``, ``convolution_likelihood`` and ``rank_one_plus_sparse``
+  build them), so GIBU never forms a dense (reports x values) array. The size policy is
+  applied here, once: :meth:`Mechanism.likelihood_operator`, what estimation uses, offers
+  it only on domains of at least :attr:`Mechanism.structured_min_size` values (default
+  :data:`STRUCTURED_MIN_SIZE`; a mechanism whose dense likelihood is never the cheaper one,
+  bit vectors or hashed reports, sets 0). :meth:`Mechanism.structured_likelihood` gives it
+  whatever the size.
+* unbiased estimate: an estimate of the distribution whose expectation is the true one
+  for any number of users, one included (it may leave the simplex), from distinct reports
+  and their counts; matrix inversion uses it instead of inverting the matrix.
+* likely subset: a non-empty mask over the domain outside which every value is beaten by
+  another on every report, strictly on one (004 Definitions 2-3): any MLE is zero there.
+* output count: the number of columns ``_matrix`` would return, known without building
+  it, so that a matrix too large for the machine is refused before it is allocated.
+* named-value likelihood: ``(log P(z | z), log P(z | x != z))`` for one-column reports
+  that name a domain index (k-RR); plans of several such reports then get a sparse
+  likelihood (``named_values_likelihood``).
+
+Hooks that read reports call :meth:`Mechanism.require_outputs` to refuse values that
+are not outputs. ``ldpsim.testing.check_mechanism`` checks each declared capability
+against the dense likelihood and the matrix.
 """
 
 from __future__ import annotations
 
+import warnings
+from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import Any, ClassVar
 
 import numpy as np
 
 from ..base.errors import EstimationError
+from ..base.hooks import overrides
 from ..base.memory import require_memory
 from .domains import OnDomain
 from .privacy import Privacy
@@ -32,9 +79,70 @@ from .privacy import Privacy
 #: rows of a mechanism matrix must sum to 1 within this tolerance
 ROW_SUM_TOL = 1e-9
 
+#: below this many values a dense likelihood is faster than a structured one (measured: numpy's
+#: dense products beat the FFT's fixed costs on small domains); the default of
+#: :attr:`Mechanism.structured_min_size`
+STRUCTURED_MIN_SIZE = 512
+
+#: the checked methods the core calls; subclasses implement the hooks behind them, never these
+PUBLIC_WRAPPERS = (
+    "matrix",
+    "output_size",
+    "sample",
+    "log_likelihood",
+    "likelihood",
+    "likelihood_operator",
+    "structured_likelihood",
+    "unbiased_estimate",
+    "likely_subset",
+    "output_count",
+    "named_value_likelihood",
+    "require_outputs",
+    "capabilities",
+)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """The optional hooks a mechanism class implements; each flag is named after its public wrapper.
+
+    Attributes
+    ----------
+    structured_likelihood
+        ``_structured_likelihood``: a likelihood operator without a dense (reports x values) array.
+    unbiased_estimate
+        ``_unbiased_estimate``: its own unbiased estimate of the distribution.
+    likely_subset
+        ``_likely_subset``: values that any MLE can give positive mass.
+    output_count
+        ``_output_count``: the matrix's number of columns, known without building it.
+    named_value_likelihood
+        ``_named_value_likelihood``: a report names a value, likely at it and equally unlikely elsewhere.
+    """
+
+    structured_likelihood: bool = False
+    unbiased_estimate: bool = False
+    likely_subset: bool = False
+    output_count: bool = False
+    named_value_likelihood: bool = False
+
+    @classmethod
+    def of(cls, mechanism: type[Mechanism]) -> Capabilities:
+        """The capabilities a mechanism class declares: the optional hooks it overrides."""
+        return cls(**{f.name: overrides(mechanism, Mechanism, "_" + f.name) for f in fields(cls)})
+
+    @property
+    def declared(self) -> frozenset[str]:
+        """Names of the declared capabilities."""
+        return frozenset(f.name for f in fields(self) if getattr(self, f.name))
+
 
 class Mechanism(OnDomain):
-    """Base class of mechanisms. Subclasses set ``name`` and a one-line docstring."""
+    """Base class of mechanisms. Subclasses set ``name`` and a one-line docstring.
+
+    The module docstring (:mod:`ldpsim.model.mechanism`) lists the hooks a
+    subclass implements and the checked public methods that call them.
+    """
 
     kind: ClassVar[str] = "mechanism"
     #: integers per report (an instance may set its own, e.g. in _validate, when it depends on the domain)
@@ -43,8 +151,25 @@ class Mechanism(OnDomain):
     #: mechanisms that post-process a guarantee (e.g. remapping continuous noise to the
     #: domain), whose matrix may be more private than declared
     tight_privacy: ClassVar[bool] = True
+    #: smallest domain on which :meth:`likelihood_operator` offers the structured likelihood; a class
+    #: sets 0 when its dense likelihood is never cheaper, and an instance may set its own (to compare paths)
+    structured_min_size: int = STRUCTURED_MIN_SIZE
 
-    # ----------------------------------------------------------------- contract
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        legacy = cls.__dict__.get("_likelihood_operator")
+        if legacy is not None:  # the hook's former name; such hooks applied their own size policy
+            warnings.warn(
+                f"{cls.__qualname__}._likelihood_operator is deprecated: implement _structured_likelihood,"
+                " and set structured_min_size if the structured likelihood does not pay off on small domains",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            if "_structured_likelihood" not in cls.__dict__:
+                cls._structured_likelihood = legacy  # type: ignore[method-assign]
+                cls.structured_min_size = 0
+
+    # ------------------------------------------------------------ required hooks
     @property
     def privacy(self) -> Privacy:
         """The guarantee this mechanism claims."""
@@ -75,11 +200,55 @@ class Mechanism(OnDomain):
         if self.matrix is None:
             raise NotImplementedError(f"{type(self).__name__} has no matrix and must implement _log_likelihood")
         z = reports[:, 0]
-        self._require_outputs(z, self.matrix.shape[1])
+        self.require_outputs(z, self.matrix.shape[1])
         return self._log_matrix_t[z]
 
-    def _require_outputs(self, z: np.ndarray, width: int) -> None:
-        """EstimationError naming the first report that is not an output index 0..width-1."""
+    # ----------------------------------------------- optional hooks (capabilities)
+    def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, Any] | None:
+        """``(shift, H)`` with ``P(report_d | x) = exp(shift_d) * H[d, x]``, ``H`` a (D, |X|)
+        ``LinearOperator`` or sparse matrix; None: use :meth:`_log_likelihood`."""
+        return None
+
+    def _unbiased_estimate(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
+        """An unbiased estimate of the distribution from distinct reports and their counts, when the
+        mechanism has a better one than inverting its matrix (or has no matrix)."""
+        return None
+
+    def _likely_subset(self, reports: np.ndarray) -> np.ndarray | None:
+        """A boolean mask over the domain outside which every value is unlikely for these reports
+        (004 Definitions 2-3), so any MLE is zero there. None if unknown."""
+        return None
+
+    def _output_count(self) -> int | None:
+        """The number of columns :meth:`_matrix` would return, known without building it."""
+        return None
+
+    def _named_value_likelihood(self) -> tuple[float, float] | None:
+        """``(log P(z | z), log P(z | x != z))`` if a report is one domain index z whose likelihood
+        takes one value at x = z and another elsewhere (k-RR)."""
+        return None
+
+    # ------------------------------------------------------------- public API
+    @property
+    def capabilities(self) -> Capabilities:
+        """The optional hooks this mechanism implements (see :class:`Capabilities`)."""
+        return Capabilities.of(type(self))
+
+    def require_outputs(self, z: np.ndarray, width: int) -> None:
+        """Refuse report values that are not output indices, for hooks that index by them.
+
+        Parameters
+        ----------
+        z
+            Integer report values (one column of the reports).
+        width
+            Number of outputs: valid values are ``0 .. width - 1``.
+
+        Raises
+        ------
+        EstimationError
+            Naming the first value out of range: the reports do not come from this mechanism.
+        """
         bad = (z < 0) | (z >= width)
         if bad.any():
             raise EstimationError(
@@ -87,44 +256,10 @@ class Mechanism(OnDomain):
                 hint="check that the reports were produced by this mechanism",
             )
 
-    def _likelihood_operator(self, reports: np.ndarray) -> tuple[np.ndarray, Any] | None:
-        """Optional: ``(shift, H)`` with ``P(report_d | x) = exp(shift_d) * H[d, x]``.
-
-        ``H`` is a (D, |X|) scipy ``LinearOperator`` or sparse matrix (anything with
-        ``H @ v`` and ``H.T @ w``). It lets GIBU use structured likelihoods (bit
-        vectors, hashed reports) without forming a dense array. Used for plans
-        made of this mechanism alone; None (the default) means "use
-        :meth:`_log_likelihood`".
-        """
-        return None
-
-    def _output_count(self) -> int | None:
-        """Optional: the number of columns :meth:`_matrix` would return, known without building it,
-        so that a matrix too large for this machine is refused before it is allocated."""
-        return None
-
-    def _unbiased_estimate(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
-        """Optional: an unbiased estimate of the distribution (may leave the simplex) from
-        distinct reports and their counts, for matrix-inversion estimators when the
-        mechanism has a better one than inverting its matrix (or has no matrix)."""
-        return None
-
-    def _named_value_likelihood(self) -> tuple[float, float] | None:
-        """Optional: ``(log P(z | z), log P(z | x != z))`` if a report is one domain index z whose
-        likelihood takes one value at x = z and another elsewhere (k-RR). Plans of several such
-        reports then get a sparse likelihood (:func:`ldpsim.named_values_likelihood`)."""
-        return None
-
-    def _likely_subset(self, reports: np.ndarray) -> np.ndarray | None:
-        """Optional: a boolean mask over the domain outside which every value is unlikely
-        for these reports (004 Definitions 2-3), so any MLE is zero there. None if unknown."""
-        return None
-
-    # ------------------------------------------------------------- public API
     @cached_property
     def matrix(self) -> np.ndarray | None:
         """The validated, read-only row-stochastic matrix (None for infinite outputs)."""
-        outputs = self._output_count()
+        outputs = self.output_count()
         if outputs is not None:
             k = self.domain.size
             require_memory(
@@ -177,22 +312,71 @@ class Mechanism(OnDomain):
             raise ValueError(f"{self!r}._log_likelihood returned NaN or a probability above 1")
         return out
 
+    def likelihood(self, reports: np.ndarray) -> np.ndarray:
+        """(len(reports), |X|) array of P(report | x)."""
+        return np.exp(self.log_likelihood(reports))
+
     def likelihood_operator(self, reports: np.ndarray) -> tuple[np.ndarray, Any] | None:
-        """Checked :meth:`_likelihood_operator`."""
+        """The likelihood estimation should use for these reports: structured, or None for dense.
+
+        The size policy: the structured likelihood (if declared) on domains of at
+        least :attr:`structured_min_size` values, None below (a dense array from
+        :meth:`log_likelihood` is faster there).
+
+        Parameters
+        ----------
+        reports
+            (D, report_width) integer reports.
+
+        Returns
+        -------
+        tuple or None
+            ``(shift, H)`` as :meth:`structured_likelihood` gives it, or None.
+        """
         reports = self._check_reports(reports)
-        parts = self._likelihood_operator(reports)
-        if parts is None:
+        if self.domain.size < self.structured_min_size:
             return None
-        shift, op = parts
-        shift = np.asarray(shift, dtype=float)
-        if shift.shape != (reports.shape[0],) or tuple(op.shape) != (reports.shape[0], self.domain.size):
-            raise ValueError(f"{self!r}._likelihood_operator returned shapes {shift.shape} and {op.shape}")
-        return shift, op
+        return self._checked_structured(reports)
+
+    def structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, Any] | None:
+        """The structured likelihood of ``reports`` whatever the domain's size.
+
+        Parameters
+        ----------
+        reports
+            (D, report_width) integer reports.
+
+        Returns
+        -------
+        tuple or None
+            ``(shift, H)``: a (D,) float array and a (D, |X|) operator with
+            ``P(report_d | x) = exp(shift_d) * H[d, x]``; None if the mechanism has none.
+        """
+        return self._checked_structured(self._check_reports(reports))
 
     def unbiased_estimate(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
-        """Checked :meth:`_unbiased_estimate`."""
+        """The mechanism's own unbiased estimate of the distribution.
+
+        Parameters
+        ----------
+        reports
+            (D, report_width) distinct integer reports.
+        counts
+            (D,) how many users sent each.
+
+        Returns
+        -------
+        numpy.ndarray or None
+            |X| finite numbers with expectation the true distribution (they may
+            leave the simplex); None if the mechanism has no estimate of its own.
+        """
         reports = self._check_reports(reports)
-        v = self._unbiased_estimate(reports, np.asarray(counts))
+        if not self.capabilities.unbiased_estimate:
+            return None
+        counts = np.asarray(counts)
+        if counts.shape != (reports.shape[0],):
+            raise ValueError(f"counts must have shape ({reports.shape[0]},), one per report, got {counts.shape}")
+        v = self._unbiased_estimate(reports, counts)
         if v is not None:
             v = np.asarray(v, dtype=float)
             if v.shape != (self.domain.size,) or not np.all(np.isfinite(v)):
@@ -200,17 +384,54 @@ class Mechanism(OnDomain):
         return v
 
     def likely_subset(self, reports: np.ndarray) -> np.ndarray | None:
-        """Checked :meth:`_likely_subset`."""
-        mask = self._likely_subset(self._check_reports(reports))
+        """A likely subset of the domain for ``reports`` (004 Sec. 8).
+
+        Parameters
+        ----------
+        reports
+            (D, report_width) integer reports.
+
+        Returns
+        -------
+        numpy.ndarray or None
+            A non-empty (|X|,) boolean mask outside which any MLE is zero; None if unknown.
+        """
+        reports = self._check_reports(reports)
+        if not self.capabilities.likely_subset:
+            return None
+        mask = self._likely_subset(reports)
         if mask is not None:
             mask = np.asarray(mask, dtype=bool)
             if mask.shape != (self.domain.size,) or not mask.any():
                 raise ValueError(f"{self!r}._likely_subset must return a non-empty mask over the domain")
         return mask
 
-    def likelihood(self, reports: np.ndarray) -> np.ndarray:
-        """(len(reports), |X|) array of P(report | x)."""
-        return np.exp(self.log_likelihood(reports))
+    def output_count(self) -> int | None:
+        """The number of outputs of the matrix, known without building it (None if unknown or infinite)."""
+        count = self._output_count()
+        if count is None:
+            return None
+        if int(count) != count or count < 1:
+            raise ValueError(f"{self!r}._output_count must return a positive integer or None, got {count!r}")
+        return int(count)
+
+    def named_value_likelihood(self) -> tuple[float, float] | None:
+        """``(log P(z | z), log P(z | x != z))`` for reports that name a value, or None.
+
+        Returns
+        -------
+        tuple of float or None
+            Two log-probabilities (at most 0, not NaN); None if reports do not name values this way.
+        """
+        pair = self._named_value_likelihood()
+        if pair is None:
+            return None
+        if self.report_width != 1 or len(pair) != 2:
+            raise ValueError(f"{self!r}._named_value_likelihood: a named value is one report column and two numbers")
+        hit, miss = (float(v) for v in pair)
+        if not (hit <= 0 and miss <= 0):  # also refuses NaN
+            raise ValueError(f"{self!r}._named_value_likelihood must return two log-probabilities, got {pair!r}")
+        return hit, miss
 
     # -------------------------------------------------------------- internals
     def _check_reports(self, reports: np.ndarray) -> np.ndarray:
@@ -220,6 +441,21 @@ class Mechanism(OnDomain):
         if reports.ndim != 2 or reports.shape[1] != self.report_width:
             raise ValueError(f"reports must have shape (n, {self.report_width})")
         return reports
+
+    def _checked_structured(self, reports: np.ndarray) -> tuple[np.ndarray, Any] | None:
+        if not self.capabilities.structured_likelihood:
+            return None
+        parts = self._structured_likelihood(reports)
+        if parts is None:
+            return None
+        shift, op = parts
+        shift = np.asarray(shift, dtype=float)
+        if shift.shape != (reports.shape[0],) or tuple(op.shape) != (reports.shape[0], self.domain.size):
+            raise ValueError(
+                f"{self!r}._structured_likelihood returned shapes {shift.shape} and {tuple(op.shape)},"
+                f" expected ({reports.shape[0]},) and ({reports.shape[0]}, {self.domain.size})"
+            )
+        return shift, op
 
     @cached_property
     def _log_matrix_t(self) -> np.ndarray:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..base.errors import ParameterError
+from ..base.hooks import overrides
 from ..base.memory import MemoryLimitError, require_memory
 from ..estimation.observations import ReportGroup, plan_width, sum_equal_rows, unique_rows
 from ..model.dataset import Dataset
@@ -158,7 +159,7 @@ def check_simulation_memory(setup: Setup) -> None:
     """Refuse a population whose simulation would not fit in memory, before drawing anything."""
     datasets = [(setup.dataset, setup.users)] + [(c.dataset, c.users) for c in setup.cohorts if c.dataset is not None]
     for dataset, users in datasets:
-        if type(dataset)._sample_counts is Dataset._sample_counts:  # one value per user, then counted
+        if not overrides(type(dataset), Dataset, "_sample_counts"):  # one value per user, then counted
             dataset._require_values(users)
     for cohort in setup.cohorts:
         if cohort.users and not counted(cohort.plan, cohort.users):

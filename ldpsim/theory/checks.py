@@ -9,6 +9,11 @@ sampler check is a chi-square goodness-of-fit test at a fixed seed: its result
 is deterministic, and for a correct mechanism the chance that a given seed
 makes it fail is at most ``alpha`` (default 1e-4, Bonferroni-corrected over
 the true values tested).
+
+The capability checks (:func:`check_capabilities`) test each optional hook a
+mechanism declares (:attr:`Mechanism.capabilities`) against what it must
+agree with: the dense log-likelihood, the matrix, and the definition of a
+likely subset; an undeclared capability, or a hook returning None, is skipped.
 """
 
 from __future__ import annotations
@@ -19,29 +24,236 @@ from typing import Any
 import numpy as np
 
 from ..base.errors import ParameterError
+from ..base.hooks import overrides
 from ..model.domains import Domain
-from ..model.mechanism import ROW_SUM_TOL, Mechanism
+from ..model.mechanism import PUBLIC_WRAPPERS, ROW_SUM_TOL, Mechanism
 from ..model.privacy import geo_level, ldp_level, lip_level
 
 __all__ = [
+    "check_capabilities",
     "check_deterministic",
+    "check_hooks",
     "check_likelihood",
+    "check_likely_subset",
     "check_matrix",
     "check_mechanism",
+    "check_named_value_likelihood",
+    "check_output_count",
     "check_parameters",
     "check_privacy_claim",
     "check_sampler",
+    "check_structured_likelihood",
+    "check_unbiased_estimate",
 ]
+
+#: structured products agree with the dense likelihood to this share of each report's largest entry
+STRUCTURED_RTOL = 1e-9
+#: an unbiased estimate is checked exactly, output by output, on matrices with at most this many columns
+MAX_EXACT_OUTPUTS = 1024
+#: batches of reports whose estimates the statistical unbiasedness test compares
+UNBIASED_BATCHES = 20
+#: values outside a likely subset that are checked for being beaten (evenly spread over them)
+MAX_OUTSIDE_CHECKED = 256
 
 
 def check_mechanism(mech: Mechanism, *, samples: int = 20_000, seed: int = 0, alpha: float = 1e-4) -> None:
-    """All mechanism checks below, in order (parameters are checked around ``mech``'s own values)."""
+    """All mechanism checks below, in order (parameters are checked around ``mech``'s own values).
+
+    Parameters
+    ----------
+    mech
+        The mechanism to check, on a small domain (the matrix is built, and likelihoods are dense).
+    samples
+        Reports drawn per tested value by the statistical checks.
+    seed
+        Seed of every generator the checks use: the outcome is deterministic.
+    alpha
+        Chance that a correct mechanism fails a statistical check at a given seed.
+
+    Raises
+    ------
+    AssertionError
+        Naming the first violation of the contract.
+    """
     check_parameters(type(mech), mech.domain, mech.get_params())
+    check_hooks(mech)
     check_matrix(mech)
     check_likelihood(mech)
     check_deterministic(mech, seed=seed)
     check_sampler(mech, samples=samples, seed=seed, alpha=alpha)
     check_privacy_claim(mech, seed=seed)
+    check_capabilities(mech, samples=samples, seed=seed, alpha=alpha)
+
+
+def check_hooks(mech: Mechanism) -> None:
+    """The mechanism implements hooks, not the checked public methods the core calls instead."""
+    replaced = [name for name in PUBLIC_WRAPPERS if overrides(type(mech), Mechanism, name)]
+    assert not replaced, (
+        f"{type(mech).__name__} overrides {', '.join(replaced)}, which check the hooks behind them:"
+        " implement the hooks instead (_matrix, _sample, _log_likelihood, _structured_likelihood, ...;"
+        " see ldpsim.model.mechanism)"
+    )
+
+
+def check_capabilities(mech: Mechanism, *, samples: int = 20_000, seed: int = 0, alpha: float = 1e-4) -> None:
+    """Every capability the mechanism declares keeps its promise (the checks below that apply)."""
+    check_output_count(mech)
+    check_named_value_likelihood(mech, seed=seed)
+    check_structured_likelihood(mech, seed=seed)
+    check_likely_subset(mech, seed=seed)
+    check_unbiased_estimate(mech, samples=samples, seed=seed, alpha=alpha)
+
+
+def check_output_count(mech: Mechanism) -> None:
+    """A declared output count is the number of columns of the matrix."""
+    count = mech.output_count()
+    if count is None:
+        return
+    m = mech.matrix
+    assert m is not None, f"{mech!r}: declares {count} outputs but has no matrix"
+    assert m.shape[1] == count, f"{mech!r}: declares {count} outputs, its matrix has {m.shape[1]}"
+
+
+def check_named_value_likelihood(mech: Mechanism, *, seed: int = 0) -> None:
+    """A declared named-value likelihood is the log-likelihood of sampled reports, value by value."""
+    pair = mech.named_value_likelihood()
+    if pair is None:
+        return
+    hit, miss = pair
+    reports = _sampled_reports(mech, seed)
+    z = reports[:, 0]
+    k = mech.domain.size
+    assert np.all((z >= 0) & (z < k)), f"{mech!r}: declares that reports name values, but sampled report {z.max()}"
+    expected = np.where(np.arange(k)[None, :] == z[:, None], hit, miss)
+    got = mech.log_likelihood(reports)
+    bad = ~np.isclose(got, expected, rtol=1e-12, atol=1e-12)
+    if bad.any():
+        row, x = np.argwhere(bad)[0]
+        raise AssertionError(
+            f"{mech!r}: named_value_likelihood() = {pair}, but the log-likelihood of report {int(z[row])}"
+            f" at value {int(x)} is {got[row, x]:.12g}"
+        )
+
+
+def check_structured_likelihood(mech: Mechanism, *, seed: int = 0) -> None:
+    """A declared structured likelihood ``(shift, H)`` is ``exp(log_likelihood - shift)`` on sampled reports.
+
+    ``H`` is compared through its products (``H @ theta`` and ``H.T @ w``), each entry within
+    :data:`STRUCTURED_RTOL` of its report's largest likelihood entry.
+    """
+    if not mech.capabilities.structured_likelihood:
+        return
+    reports = _sampled_reports(mech, seed)
+    parts = mech.structured_likelihood(reports)
+    if parts is None:
+        return
+    shift, op = parts
+    assert np.all(np.isfinite(shift)), f"{mech!r}: structured likelihood: shift is not finite for a sampled report"
+    dense = np.exp(mech.log_likelihood(reports) - shift[:, None])
+    rng = np.random.default_rng([seed, 4])
+    k = mech.domain.size
+    probes = np.eye(k) if k <= 512 else rng.dirichlet(np.ones(k), size=8).T
+    got = np.asarray(op @ probes, dtype=float).reshape(reports.shape[0], -1)
+    scale = np.maximum(dense.max(axis=1, keepdims=True), 1e-300)
+    bad = ~(np.abs(got - dense @ probes) <= STRUCTURED_RTOL * scale)
+    if bad.any():
+        row, col = np.argwhere(bad)[0]
+        where = f"value {int(col)}" if k <= 512 else "a random distribution"
+        raise AssertionError(
+            f"{mech!r}: the structured likelihood of report {tuple(int(v) for v in reports[row])} at {where} is"
+            f" {got[row, col]:.12g} (times exp(shift)), log_likelihood gives {(dense @ probes)[row, col]:.12g}"
+        )
+    w = rng.uniform(0.5, 2.0, reports.shape[0]) / scale.ravel()
+    back, expected = np.ravel(op.T @ w), dense.T @ w
+    assert np.linalg.norm(back - expected) <= STRUCTURED_RTOL * np.linalg.norm(expected), (
+        f"{mech!r}: the transpose of the structured likelihood disagrees with log_likelihood"
+    )
+
+
+def check_likely_subset(mech: Mechanism, *, seed: int = 0) -> None:
+    """A declared likely subset leaves out only values beaten by another on every report, strictly on
+    one (004 Definitions 2-3), on reports of a few users holding one value and of users holding many."""
+    if not mech.capabilities.likely_subset:
+        return
+    rng = np.random.default_rng([seed, 5])
+    tested = _tested_values(mech.domain)
+    for values in (np.full(5, tested[0]), tested.repeat(5)):
+        reports = np.unique(mech.sample(values, rng), axis=0)
+        mask = mech.likely_subset(reports)
+        if mask is None:
+            continue
+        log_p = mech.log_likelihood(reports)
+        outside = np.flatnonzero(~mask)
+        if outside.size > MAX_OUTSIDE_CHECKED:
+            outside = outside[np.linspace(0, outside.size - 1, MAX_OUTSIDE_CHECKED).round().astype(int)]
+        for out in outside:
+            column = log_p[:, [out]]
+            slack = np.where(np.isfinite(column), 1e-12 * np.maximum(1.0, np.abs(column)), 0.0)
+            beats = np.all(log_p >= column - slack, axis=0) & np.any(log_p > column + slack, axis=0)
+            assert beats.any(), (
+                f"{mech!r}: value {mech.domain.labels()[out]} is outside the likely subset of reports of users"
+                f" holding {sorted(set(mech.domain.labels()[int(v)] for v in values))}, yet no value beats it"
+                " on every report"
+            )
+
+
+def check_unbiased_estimate(mech: Mechanism, *, samples: int = 20_000, seed: int = 0, alpha: float = 1e-4) -> None:
+    """A declared unbiased estimate has the true distribution as its expectation.
+
+    Exactly when the matrix has at most :data:`MAX_EXACT_OUTPUTS` columns: for one user,
+    ``sum_z M[x, z] v(z) = e_x`` for every value x. Otherwise, for each tested value, from
+    ``samples`` users holding it in :data:`UNBIASED_BATCHES` batches: a t-test per coordinate of
+    the batches' mean, failing a correct mechanism with probability at most ``alpha``.
+    """
+    if not mech.capabilities.unbiased_estimate:
+        return
+    k = mech.domain.size
+    m = mech.matrix if mech.report_width == 1 else None
+    if m is not None and m.shape[1] <= MAX_EXACT_OUTPUTS:
+        outputs = np.flatnonzero(m.max(axis=0) > 0)
+        rows = []
+        for z in outputs:  # per output, not per user: one user's estimate for each report it may send
+            v = mech.unbiased_estimate(np.array([[z]]), np.array([1]))
+            if v is None:
+                return
+            rows.append(v)
+        estimates = np.array(rows)
+        mean = m[:, outputs] @ estimates  # row x: E[estimate] for one user holding x
+        bad = ~(np.abs(mean - np.eye(k)) <= 1e-9 * max(1.0, float(np.abs(estimates).max())))
+        if bad.any():
+            x = int(np.argwhere(bad)[0][0])
+            raise AssertionError(
+                f"{mech!r}: for a user holding {mech.domain.labels()[x]} the unbiased estimate's expectation is"
+                f" {np.round(mean[x], 6).tolist()}, not the point mass"
+            )
+        return
+    from scipy.stats import t as student
+
+    tested = _tested_values(mech.domain)
+    size = max(2, samples // UNBIASED_BATCHES)
+    for x in tested:
+        rng = np.random.default_rng([seed, 6, int(x)])
+        batches = []
+        for _ in range(UNBIASED_BATCHES):
+            reports, counts = np.unique(mech.sample(np.full(size, x), rng), axis=0, return_counts=True)
+            v = mech.unbiased_estimate(reports, counts)
+            if v is None:
+                return
+            batches.append(v)
+        estimates = np.array(batches)
+        truth = np.eye(k)[x]
+        mean = estimates.mean(axis=0)
+        se = estimates.std(axis=0, ddof=1) / math.sqrt(UNBIASED_BATCHES)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            p_value = 2 * student.sf(np.abs(mean - truth) / se, UNBIASED_BATCHES - 1)
+        # a coordinate that does not vary must be exact
+        p_value = np.where(se > 0, p_value, np.where(np.abs(mean - truth) <= 1e-9, 1.0, 0.0))
+        worst = int(np.argmin(p_value))
+        assert p_value[worst] >= alpha / (tested.size * k), (
+            f"{mech!r}: for {UNBIASED_BATCHES * size} users holding {mech.domain.labels()[int(x)]} the unbiased"
+            f" estimate of value {mech.domain.labels()[worst]} averages {mean[worst]:.6g}, not {truth[worst]:g}"
+            f" (t-test p = {p_value[worst]:.2g})"
+        )
 
 
 def check_matrix(mech: Mechanism) -> None:
@@ -173,6 +385,12 @@ def check_parameters(cls: type[Mechanism], domain: Domain, valid: dict[str, Any]
                 assert name in str(exc), f"{cls.__name__}: the error for {name}={bad!r} does not name {name}: {exc}"
             else:
                 raise AssertionError(f"{cls.__name__} accepted {name}={bad!r}")
+
+
+def _sampled_reports(mech: Mechanism, seed: int, per_value: int = 200) -> np.ndarray:
+    """Distinct reports of ``per_value`` users at each tested value."""
+    values = _tested_values(mech.domain).repeat(per_value)
+    return np.unique(mech.sample(values, np.random.default_rng([seed, 3])), axis=0)
 
 
 def _tested_values(domain: Domain) -> np.ndarray:

@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 from scipy.signal import fftconvolve
+from scipy.sparse.linalg import LinearOperator
 from scipy.special import logsumexp
 
 from ldpsim import (
-    STRUCTURED_MIN_SIZE,
     Mechanism,
     Param,
     Privacy,
@@ -41,15 +41,12 @@ class Exponential(Mechanism):
     def _output_count(self) -> int:
         return self.domain.size
 
-    def _likelihood_operator(self, reports: np.ndarray):  # noqa: ANN202
-        return self.structured_likelihood(reports) if self.domain.size >= STRUCTURED_MIN_SIZE else None
-
-    def structured_likelihood(self, reports: np.ndarray):  # noqa: ANN201
+    def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
         """(shift, H) without the matrix: weights e^(-eps d / 2) depend on z - x only (a convolution, with
         the normalizers 1 / Z_x as column factors), or, on categories, are one value off the report."""
         domain, k = self.domain, self.domain.size
         z = reports[:, 0]
-        self._require_outputs(z, k)
+        self.require_outputs(z, k)
         if domain.name == "categorical":
             r = math.exp(-0.5 * self.eps)
             return np.full(z.size, -math.log1p((k - 1) * r)), constant_plus_column(z, k, r)

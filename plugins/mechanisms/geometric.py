@@ -6,8 +6,9 @@ import math
 
 import numpy as np
 from scipy.linalg import toeplitz
+from scipy.sparse.linalg import LinearOperator
 
-from ldpsim import STRUCTURED_MIN_SIZE, Mechanism, Param, Privacy, convolution_likelihood, hookimpl
+from ldpsim import Mechanism, Param, Privacy, convolution_likelihood, hookimpl
 
 
 def _log1mexp(a: float) -> float:
@@ -61,16 +62,13 @@ class Geometric(Mechanism):
     def _output_count(self) -> int | None:
         return self.domain.size if self.truncate else None
 
-    def _likelihood_operator(self, reports: np.ndarray):  # noqa: ANN202
-        return self.structured_likelihood(reports) if self.domain.size >= STRUCTURED_MIN_SIZE else None
-
-    def structured_likelihood(self, reports: np.ndarray):  # noqa: ANN201
+    def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
         """(shift, H) as an FFT convolution with c alpha^|o|, O(k log k) per product."""
         a, k = self._a, self.domain.size
         log_c = _log1mexp(a) - math.log1p(math.exp(-a))
         j = reports[:, 0]
         if self.truncate:
-            self._require_outputs(j, k)
+            self.require_outputs(j, k)
             # offsets -k..k, the two ends standing for all offsets beyond: sum_{o >= k} c alpha^o = alpha^k / (1 + alpha)
             kernel = np.exp(log_c - a * np.abs(np.arange(-k, k + 1.0)))
             kernel[[0, -1]] = math.exp(-a * k - math.log1p(math.exp(-a)))

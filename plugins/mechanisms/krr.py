@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.sparse.linalg import LinearOperator
 
-from ldpsim import STRUCTURED_MIN_SIZE, Mechanism, Param, Privacy, constant_plus_column, hookimpl
+from ldpsim import Mechanism, Param, Privacy, constant_plus_column, hookimpl
 
 
 class KRR(Mechanism):
@@ -44,13 +45,10 @@ class KRR(Mechanism):
     def _output_count(self) -> int:
         return self.domain.size
 
-    def _likelihood_operator(self, reports: np.ndarray):  # noqa: ANN202
-        return self.structured_likelihood(reports) if self.domain.size >= STRUCTURED_MIN_SIZE else None
-
-    def structured_likelihood(self, reports: np.ndarray):  # noqa: ANN201
+    def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
         """(shift, H): P(z|x) = keep at x = z, other elsewhere, so H = 1 at the report and e^-eps elsewhere."""
         z = reports[:, 0]
-        self._require_outputs(z, self.domain.size)
+        self.require_outputs(z, self.domain.size)
         return np.full(z.shape[0], math.log(self._keep)), constant_plus_column(z, self.domain.size, math.exp(-self.eps))
 
     def _named_value_likelihood(self) -> tuple[float, float]:
@@ -67,7 +65,7 @@ class KRR(Mechanism):
         # Without forming the k x k matrix: large categorical domains stay cheap.
         k = self.domain.size
         z = reports[:, 0]
-        self._require_outputs(z, k)
+        self.require_outputs(z, k)
         out = np.full((z.shape[0], k), math.log(self._other))
         out[np.arange(z.shape[0]), z] = math.log(self._keep)
         return out

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.linalg import toeplitz
+from scipy.sparse.linalg import LinearOperator
 
-from ldpsim import STRUCTURED_MIN_SIZE, Mechanism, Param, Privacy, convolution_likelihood, hookimpl
+from ldpsim import Mechanism, Param, Privacy, convolution_likelihood, hookimpl
 
 
 def laplace_mass(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -52,14 +53,11 @@ class Laplace(Mechanism):
     def _output_count(self) -> int:
         return self.domain.size
 
-    def _likelihood_operator(self, reports: np.ndarray):  # noqa: ANN202
-        return self.structured_likelihood(reports) if self.domain.size >= STRUCTURED_MIN_SIZE else None
-
-    def structured_likelihood(self, reports: np.ndarray):  # noqa: ANN201
+    def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
         """(shift, H) as an FFT convolution with the cells' noise masses; the end cells collect the tails."""
         k = self.domain.size
         z = reports[:, 0]
-        self._require_outputs(z, k)
+        self.require_outputs(z, k)
         b = self.eps * self.domain.step
         m = np.abs(np.arange(-k, k + 1.0))
         kernel = laplace_mass((m - 0.5) * b, (m + 0.5) * b)

@@ -47,6 +47,8 @@ class OptimizedLocalHashing(Mechanism):
 
     name = "olh"
     report_width = 3
+    #: the dense likelihood hashes every value for every report, as the sparse one does, and stores it all
+    structured_min_size = 0
     # e^-eps must stay a normal float: the likelihood operator's smaller factor is exactly e^-eps
     eps = Param("float", gt=0, le=700, doc="privacy level: the mechanism is eps-LDP")
     g = Param(
@@ -144,7 +146,7 @@ class OptimizedLocalHashing(Mechanism):
         idx = np.concatenate(indices) if indices else np.zeros(0, np.int32)
         return csr_matrix((np.ones(idx.size), idx, indptr), shape=(reports.shape[0], self.domain.size))
 
-    def _likelihood_operator(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
+    def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
         reports = self._checked(reports)
         shift = np.full(reports.shape[0], LOG_HASH_PROB + self._log_p)
         return shift, rank_one_plus_sparse(self._support_matrix(reports), math.exp(-self.eps))

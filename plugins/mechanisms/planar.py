@@ -16,10 +16,10 @@ import math
 from functools import cached_property
 
 import numpy as np
+from scipy.sparse.linalg import LinearOperator
 from scipy.special import gammainc
 
 from ldpsim import (
-    STRUCTURED_MIN_SIZE,
     Grid,
     Mechanism,
     Param,
@@ -165,14 +165,11 @@ class _Planar(Mechanism):
     def _output_count(self) -> int:
         return self._window[2] * self._window[3]
 
-    def _likelihood_operator(self, reports: np.ndarray):  # noqa: ANN202
-        return self.structured_likelihood(reports) if self.domain.size >= STRUCTURED_MIN_SIZE else None
-
-    def structured_likelihood(self, reports: np.ndarray):  # noqa: ANN201
+    def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
         """(shift, H) as a 2-D FFT convolution with the kernel, clamped to the window: no |X| x |Z| matrix."""
         r0, c0, wr, wc = self._window
         z = reports[:, 0]
-        self._require_outputs(z, wr * wc)
+        self.require_outputs(z, wr * wc)
         grid = (self.domain.rows, self.domain.cols)
         return convolution_likelihood(
             self._kernel, grid, np.column_stack(np.divmod(z, wc)), start=(r0, c0), window=(wr, wc)

@@ -46,6 +46,8 @@ class UnaryEncoding(Mechanism):
 
     # e^-eps must stay a normal float: the likelihood operator's smaller factor is exactly e^-eps
     eps = Param("float", gt=0, le=700, doc="privacy level: the mechanism is eps-LDP")
+    #: the dense likelihood unpacks every report's k bits: the sparse one is never slower
+    structured_min_size = 0
 
     def _validate(self) -> None:
         # An instance attribute shadows the class default: the width depends on the domain.
@@ -164,7 +166,7 @@ class UnaryEncoding(Mechanism):
         idx = np.concatenate(indices) if indices else np.zeros(0, np.int32)
         return csr_matrix((np.ones(idx.size), idx, indptr), shape=(reports.shape[0], self.domain.size))
 
-    def _likelihood_operator(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
+    def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
         reports = self._checked(reports)
         bits = self._bit_matrix(reports)
         log_one, log_zero = self._log_ratios
