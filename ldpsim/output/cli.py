@@ -260,7 +260,7 @@ def check_mechanism_cmd(
 
     from ..base.errors import ParameterError
     from ..model.domains import parse_domain
-    from ..running.scenario import parse_override
+    from ..running.paths import parse_override
     from ..theory.diagnostics import check_mechanism
 
     with user_errors():

@@ -36,7 +36,8 @@ import xarray as xr
 from ..base.atomic import atomic_path
 from ..base.errors import LdpsimError
 from ..plugin.registry import get_registry
-from ..running.scenario import Builder, Scenario
+from ..running.build import Builder
+from ..running.scenario import Scenario
 from .labels import describe
 from .noisy import NOISY_DESCRIPTION
 

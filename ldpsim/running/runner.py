@@ -37,11 +37,14 @@ from ..estimation.observations import Observations
 from ..estimation.unbiased import check_unbiased_memory
 from ..plugin.registry import get_registry
 from ..results.noisy import noisy_distribution
+from .build import Builder, Setup
 from .checkpoint import Checkpoint
 from .executors import check as check_executor
 from .executors import run_all
-from .scenario import Builder, Point, Scenario, Setup, load_scenario, parse_override
+from .paths import parse_override
+from .scenario import Scenario, load_scenario
 from .simulation import check_simulation_memory, cohort_group, split_counts
+from .sweep import Point
 
 Progress = Callable[[int, int], None]
 
