@@ -296,7 +296,7 @@ def check_mechanism_cmd(
 def check_estimate_cmd(results: Annotated[Path, typer.Argument(help="results file written by `ldpsim run`")]) -> None:
     """For each estimate: is it an MLE (KKT), is L strictly concave, is the MLE unique."""
     from ..results.assemble import open_results
-    from ..theory.diagnostics import check_results
+    from ..running.recheck import check_results
 
     with user_errors():
         ds = open_results(results)
