@@ -7,6 +7,7 @@ import pytest
 from helpers import make
 from scipy import stats
 
+import ldpsim
 from ldpsim import Categorical, DataError, Grid, Integers, ParameterError
 
 DATA = __import__("pathlib").Path(__file__).parent / "data"
@@ -114,3 +115,23 @@ def test_csv_more_users_than_rows_is_refused(rng):
     ds = make("dataset", "csv", Integers(low=20, high=60), path=str(DATA / "people.csv"), column="age")
     with pytest.raises(DataError, match="asks for 7 users but .* has 6 rows"):
         ds.sample(7, rng)
+
+
+def test_max_users_is_the_record_count_unless_drawing_with_replacement():
+    people = {"path": str(DATA / "people.csv"), "column": "age"}
+    assert make("dataset", "csv", Integers(low=20, high=60), **people).max_users == 6
+    assert make("dataset", "csv", Integers(low=20, high=60), replace=True, **people).max_users is None
+    adult = make("dataset", "adult-ages", Integers(low=17, high=90))
+    assert adult.max_users == adult.size == 48_842
+    assert make("dataset", "adult-ages", Integers(low=17, high=90), replace=True).max_users is None
+    assert make("dataset", "binomial", Integers(low=0, high=9), p=0.5).max_users is None  # generative: no limit
+
+
+def test_the_parameter_a_dataset_names_to_lift_its_limit_is_one_of_its_bool_parameters():
+    """``unlimited_by`` is quoted in an error hint (``set dataset.replace = true``): it must be true of the plugin."""
+    registry = ldpsim.get_registry()
+    named = [entry.cls for entry in registry.entries("dataset") if entry.cls.unlimited_by is not None]
+    assert {cls.name for cls in named} >= {"csv", "adult-ages", "gowalla"}
+    for cls in named:
+        param = cls.parameters().get(cls.unlimited_by)
+        assert param is not None and param.kinds == ("bool",), f"{cls.name}.unlimited_by names no bool parameter"

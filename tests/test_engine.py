@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
 import math
+import weakref
 
 import numpy as np
 import pytest
@@ -275,3 +277,15 @@ def test_unique_rows_agrees_with_numpy(rows, width):
     ref_uniq, ref_counts = np.unique(reports, axis=0, return_counts=True)
     np.testing.assert_array_equal(uniq, ref_uniq)
     np.testing.assert_array_equal(counts, ref_counts)
+
+
+def test_a_likelihood_is_built_once_per_observations_and_support_and_dropped_with_them():
+    obs = observe(matrix_mechanism([[0.7, 0.3], [0.2, 0.8]]), [0, 1, 1])
+    lik = Likelihood.of(obs)
+    assert Likelihood.of(obs) is lik
+    assert Likelihood.of(obs, np.array([True, True])) is lik  # the whole domain: the same likelihood
+    assert Likelihood.of(obs, np.array([True, False])) is not lik
+    gone = weakref.ref(lik)
+    del obs, lik
+    gc.collect()
+    assert gone() is None

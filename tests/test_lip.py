@@ -24,7 +24,8 @@ from ldpsim import (
     ldp_level,
     lip_level,
 )
-from ldpsim.running.scenario import Builder, load_scenario
+from ldpsim.running.build import Builder
+from ldpsim.running.scenario import load_scenario
 from ldpsim.testing import check_mechanism, check_parameters
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import types
 from fractions import Fraction
 from pathlib import Path
@@ -14,8 +15,10 @@ from hypothesis import strategies as st
 
 import ldpsim
 from ldpsim import LdpsimError
+from ldpsim.running.build import Builder, _apportion
+from ldpsim.running.paths import parse_override, parse_path, related, set_path, show_path
 from ldpsim.running.runner import run_task, tasks
-from ldpsim.running.scenario import Builder, _apportion, load_scenario, parse_override
+from ldpsim.running.scenario import load_scenario
 
 BASE = {
     "name": "t",
@@ -398,3 +401,83 @@ def test_a_data_file_edited_between_two_runs_is_read_again(tmp_path):
     for jobs in (1, 2):
         again = ldpsim.running.runner.execute(load_scenario(doc, base_dir=tmp_path), jobs=jobs)
         np.testing.assert_array_equal(again["truth"].isel(rep=0).values, [0, 0, 0, 1])
+
+
+def test_more_users_than_records_is_refused_before_the_run_naming_the_parameter_that_lifts_it():
+    people = {"name": "csv", "path": "tests/data/people.csv", "column": "age"}
+    base = Path(__file__).parents[1]
+    doc = scenario(users=7, domain={"kind": "integers", "low": 20, "high": 60}, dataset=people)
+    with pytest.raises(
+        LdpsimError,
+        match=r"^users: asks for 7 users but the dataset has 6 records; "
+        r"use at most 6 users or set dataset\.replace = true$",
+    ):
+        load_scenario(doc, base_dir=base)
+    assert load_scenario(doc, ["dataset.replace=true"], base_dir=base).builder is not None
+
+
+def test_a_dataset_without_a_way_past_its_records_gets_no_hint_about_one():
+    class Fixed(ldpsim.Dataset):
+        """Five records."""
+
+        name = "fixed"
+
+        @property
+        def size(self):
+            return 5
+
+        def _sample(self, n, rng):
+            return rng.integers(0, self.domain.size, n)
+
+    plugin = types.ModuleType("fixed_plugin")
+    plugin.register_datasets = ldpsim.hookimpl(lambda register: register(Fixed))
+    registry = ldpsim.Registry.from_entry_points()
+    registry.add(plugin, name="fixed")
+    assert load_scenario(scenario(users=DELETE, dataset={"name": "fixed"}), registry=registry).builder is not None
+    with pytest.raises(
+        LdpsimError, match=r"^users: asks for 6 users but the dataset has 5 records; use at most 5 users$"
+    ):
+        load_scenario(scenario(users=6, dataset={"name": "fixed"}), registry=registry)
+
+
+def test_the_scenario_keeps_the_instances_validation_built():
+    loaded = load_scenario(scenario(sweep={"eps": {"path": "cohorts.all.reports.0.eps", "values": [1, 2]}}))
+    first, second = (loaded.builder.setup(p) for p in loaded.points())
+    assert first.dataset is second.dataset  # identical specifications share one instance
+    assert first.cohorts[0].plan[0] is not second.cohorts[0].plan[0]
+    again = loaded.builder.setup(next(loaded.points()))
+    assert again.cohorts[0].plan[0] is first.cohorts[0].plan[0]  # built at load time, reused by the run
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        loaded.builder = None
+
+
+@pytest.mark.parametrize(
+    ("path", "parts", "shown"),
+    [
+        ("users", ["users"], "users"),
+        ("cohorts.a.reports.0.eps", ["cohorts", "a", "reports", 0, "eps"], "cohorts.a.reports[0].eps"),
+        ("cohorts.a.reports[0].eps", ["cohorts", "a", "reports", 0, "eps"], "cohorts.a.reports[0].eps"),
+    ],
+)
+def test_field_paths_parse_and_print_back(path, parts, shown):
+    assert parse_path(path) == parts
+    assert show_path(parts) == shown
+
+
+def test_set_path_refuses_what_does_not_exist():
+    doc = {"a": {"b": [1, 2]}}
+    set_path(doc, "a.b[1]", 5)
+    set_path(doc, "a.c", 3)  # a new key in an existing table
+    assert doc == {"a": {"b": [1, 5], "c": 3}}
+    with pytest.raises(LdpsimError, match=r"^a\.b: has no item 2; 'a\.b\.2' must index 0\.\.1$"):
+        set_path(doc, "a.b.2", 0)
+    with pytest.raises(LdpsimError, match=r"^'x\.y' does not exist: no field 'x'; choose one of: a$"):
+        set_path(doc, "x.y", 0)
+    with pytest.raises(LdpsimError, match=r"'a\.\.b' is not a valid field path"):
+        set_path(doc, "a..b", 0)
+
+
+def test_related_paths_are_those_on_one_branch():
+    assert related("cohorts.a", "cohorts.a.reports.0.eps")
+    assert related("cohorts.a.reports[0].eps", "cohorts.a")
+    assert not related("cohorts.a", "cohorts.b.reports.0.eps")

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import ldpsim
 from ldpsim import EstimationError, Integers, Likelihood, Observations, check_estimate, check_mechanism, project_simplex
+from ldpsim.theory import diagnostics
 from ldpsim.theory.diagnostics import inv_mse, kkt_violation, strictly_concave, unique_mle
 
 M4 = [[0.10, 0.45, 0.45], [0.45, 0.10, 0.45], [0.45, 0.45, 0.10]]  # 004 eq. (4)
@@ -166,3 +167,15 @@ class TestMechanismReports:
         report = check_mechanism(matrix_mechanism(A7), users=None)
         assert report.rank == 2 and not report.identifiable and math.isinf(report.condition)
         assert any("does NOT identify" in line for line in report.lines())
+
+
+def test_strict_concavity_is_judged_once_per_observations(monkeypatch):
+    calls = []
+    real = diagnostics.strictly_concave
+    monkeypatch.setattr(diagnostics, "strictly_concave", lambda lik: calls.append(lik) or real(lik))
+    obs = observe(matrix_mechanism(M4), [1, 0, 2])
+    for theta in (np.full(3, 1 / 3), np.array([0.5, 0.3, 0.2])):
+        check_estimate(obs, theta)
+    assert len(calls) == 1
+    check_estimate(observe(matrix_mechanism(M4), [1, 0, 2]), np.full(3, 1 / 3))
+    assert len(calls) == 2  # other observations: judged again

@@ -43,7 +43,9 @@ class Band(Estimator):
 
     def _estimate(self, observations):
         theta = ldpsim.gibu(ldpsim.Likelihood.of(observations)).theta
-        return Estimate(theta, extras={"band_lower": np.clip(theta - 0.01, 0, 1), "band_upper": theta + 0.01, "mean_width": 0.02})
+        return Estimate(
+            theta, extras={"band_lower": np.clip(theta - 0.01, 0, 1), "band_upper": theta + 0.01, "mean_width": 0.02}
+        )
 
 
 class Inside(Metric):

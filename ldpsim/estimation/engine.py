@@ -81,13 +81,10 @@ class Likelihood:
     @classmethod
     def of(cls, observations: Observations, support: np.ndarray | None = None) -> Likelihood:
         """The (cached) likelihood of ``observations``, optionally on a support."""
-        cache = observations.__dict__.setdefault("_likelihoods", {})
         if support is not None and np.all(support):
             support = None  # the whole domain: share the unrestricted likelihood
         key = None if support is None else np.asarray(support, dtype=bool).tobytes()
-        if key not in cache:
-            cache[key] = cls(observations, support)
-        return cache[key]
+        return observations.derived((cls, key), lambda: cls(observations, support))
 
     @property
     def size(self) -> int:

@@ -9,8 +9,9 @@ the number of users.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from ..model.domains import Domain
 from ..model.mechanism import Mechanism
 
 Plan = tuple[Mechanism, ...]
+T = TypeVar("T")
 
 
 def as_plan(plan: Mechanism | Sequence[Mechanism]) -> Plan:
@@ -123,6 +125,7 @@ class Observations:
             if group.reports.shape[0]:
                 merged.setdefault(group.plan, []).append(group)
         self.groups: tuple[ReportGroup, ...] = tuple(_merge(parts) for parts in merged.values())
+        self._derived: dict[Hashable, Any] = {}
 
     @classmethod
     def from_reports(
@@ -160,6 +163,17 @@ class Observations:
             raise ValueError("need one non-negative count per report tuple")
         keep = counts > 0
         return cls(domain, [ReportGroup(plan, *sum_equal_rows(reports[keep], counts[keep]))])
+
+    def derived(self, key: Hashable, make: Callable[[], T]) -> T:
+        """``make()``, computed once per observations and ``key``.
+
+        For objects that depend on the observations alone and are costly to
+        build (their likelihood, which every estimator of a task uses): held
+        here, they are shared while the observations live and dropped with them.
+        """
+        if key not in self._derived:
+            self._derived[key] = make()
+        return self._derived[key]
 
     @property
     def n(self) -> int:

@@ -150,9 +150,7 @@ def unbiased_uncertainty(observations: Observations, estimate: np.ndarray) -> Un
     cov = np.zeros((k, k))
     for group in observations.groups:
         plan = group.plan
-        if (
-            len(plan) == 1 and plan[0].unbiased_estimate(group.reports[:1], group.counts[:1]) is not None
-        ):  # TODO capabilities
+        if len(plan) == 1 and plan[0].capabilities.unbiased_estimate:
             return _unknown(estimate, "none: the mechanism's own unbiased estimate has no covariance formula here")
         a = plan_matrix(plan)
         widths = [mech.matrix.shape[1] for mech in plan]

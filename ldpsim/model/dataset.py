@@ -14,7 +14,8 @@ class Dataset(OnDomain):
     """Base class of datasets. Subclasses implement :meth:`_sample`.
 
     A dataset backed by a fixed set of records (a file) sets :attr:`size`;
-    a scenario that does not give ``users`` then uses all of them.
+    a scenario that does not give ``users`` then uses all of them, and one
+    that asks for more than :attr:`max_users` is refused before it runs.
 
     Simulations only need how many users hold each value
     (:meth:`sample_counts`); a dataset that can draw those counts directly
@@ -24,11 +25,24 @@ class Dataset(OnDomain):
     """
 
     kind: ClassVar[str] = "dataset"
+    #: The boolean parameter that lifts :attr:`max_users` when true (e.g. ``"replace"``:
+    #: draw records with replacement), named in the error for too many users; None if none does.
+    unlimited_by: ClassVar[str | None] = None
 
     @property
     def size(self) -> int | None:
         """Number of records, or None for a generative dataset."""
         return None
+
+    @property
+    def max_users(self) -> int | None:
+        """The most users one draw can hold, or None for no limit.
+
+        Default: :attr:`size`, each record being at most one user. A dataset
+        that can draw records with replacement returns None when it does (and
+        names the parameter that does it in :attr:`unlimited_by`).
+        """
+        return self.size
 
     @property
     def description(self) -> str:

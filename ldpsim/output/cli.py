@@ -260,7 +260,7 @@ def check_mechanism_cmd(
 
     from ..base.errors import ParameterError
     from ..model.domains import parse_domain
-    from ..running.scenario import parse_override
+    from ..running.paths import parse_override
     from ..theory.diagnostics import check_mechanism
 
     with user_errors():
@@ -296,7 +296,7 @@ def check_mechanism_cmd(
 def check_estimate_cmd(results: Annotated[Path, typer.Argument(help="results file written by `ldpsim run`")]) -> None:
     """For each estimate: is it an MLE (KKT), is L strictly concave, is the MLE unique."""
     from ..results.io import open_results
-    from ..theory.diagnostics import check_results
+    from ..running.recheck import check_results
 
     with user_errors():
         ds = open_results(results)

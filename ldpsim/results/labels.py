@@ -10,15 +10,25 @@ the domain's unit of distance (a grid's ``unit``; integers carry none).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol
 
 import xarray as xr
 
 from ..model.domains import Domain
 from ..model.metric import Metric
-from ..running.scenario import Axis
 
 _REFERENCE = re.compile(r"\s*\([^()]*\d[^()]*\)")  # "(002 eq. 30)", "(1-D: ...)"
+
+
+class SweepAxis(Protocol):
+    """What labelling needs of a sweep axis: its name and the field paths it sets (a scenario's axes have both)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def paths(self) -> Sequence[str]: ...
 
 
 def metric_long_name(metric: Metric) -> str:
@@ -41,13 +51,13 @@ def distance_unit(domain: Domain) -> str:
     return str(getattr(domain, "unit", "") or "")
 
 
-def axis_long_name(axis: Axis) -> str:
+def axis_long_name(axis: SweepAxis) -> str:
     """The field a sweep sets ("eps" for cohorts.all.reports.0.eps), or the axis's name if its paths differ."""
     last = {path.rsplit(".", 1)[-1] for path in axis.paths}
     return last.pop() if len(last) == 1 else axis.name
 
 
-def describe(ds: xr.Dataset, axes: Iterable[Axis], domain: Domain, metrics: Mapping[str, Metric]) -> xr.Dataset:
+def describe(ds: xr.Dataset, axes: Iterable[SweepAxis], domain: Domain, metrics: Mapping[str, Metric]) -> xr.Dataset:
     """Add long names and units to the coordinates of an assembled results dataset (in place); return it."""
     for axis in axes:
         long_name = axis_long_name(axis)

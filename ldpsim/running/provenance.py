@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from ..plugin.registry import get_registry
-from .scenario import Builder, Scenario
+from .build import Builder
+from .scenario import Scenario
 
 
 def provenance(scenario: Scenario, *, wall_seconds: float = float("nan")) -> dict[str, Any]:

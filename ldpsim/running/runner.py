@@ -15,11 +15,13 @@ import xarray as xr
 from ..estimation.unbiased import check_unbiased_memory
 from ..results.assemble import Layout, assemble
 from ..results.variables import declared
+from .build import Builder
 from .checkpoint import Checkpoint
 from .executors import check as check_executor
 from .executors import run_all
+from .paths import parse_override
 from .provenance import provenance
-from .scenario import Builder, Scenario, load_scenario, parse_override
+from .scenario import Scenario, load_scenario
 from .simulation import check_simulation_memory
 from .tasks import Task, TaskResult, run_task, simulate, tasks
 

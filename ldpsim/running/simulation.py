@@ -14,7 +14,6 @@ and use the mechanisms' vectorized samplers.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,9 +23,7 @@ from ..base.memory import MemoryLimitError, require_memory
 from ..estimation.observations import ReportGroup, plan_width, sum_equal_rows, unique_rows
 from ..model.dataset import Dataset
 from ..model.mechanism import Mechanism
-
-if TYPE_CHECKING:
-    from .scenario import Setup
+from .build import Setup
 
 #: the count path is considered for domains up to this size (the matrix is built to find |Z|)
 MAX_COUNT_DOMAIN = 4096

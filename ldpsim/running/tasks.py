@@ -34,8 +34,10 @@ from ..model.variables import DOMAIN, Variable
 from ..plugin.registry import get_registry
 from ..results.noisy import noisy_distribution
 from ..results.variables import CORE, declared
-from .scenario import Builder, Point, Scenario, Setup
+from .build import Builder, Setup
+from .scenario import Scenario
 from .simulation import cohort_group, split_counts
+from .sweep import Point
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ dL/dtheta_x <= n for every x, with equality where theta_x > 0.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,6 +34,10 @@ ZERO = 1e-6
 MLE_TOL = 1e-3
 #: KKT violation below which the zero set of an estimate is trusted to judge uniqueness
 NEAR_MLE = 1e-2
+
+#: strict concavity of each likelihood checked (Likelihood.of shares one per observations); an entry
+#: goes with its likelihood
+_CONCAVE: weakref.WeakKeyDictionary[Likelihood, bool] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -133,7 +138,7 @@ def check_mechanism(
     singular = np.linalg.svd(columns, compute_uv=False)
     rank = int((singular > RANK_TOL * singular[0]).sum())
     condition = float(singular[0] / singular[k - 1]) if rank == k else math.inf
-    report = MechanismReport(
+    return MechanismReport(
         mechanism=repr(mech),
         declared=mech.privacy,
         exact=exact,
@@ -146,9 +151,8 @@ def check_mechanism(
         condition=condition,
         identifiable=rank == k,
         has_zeros=bool((columns == 0).any()),
+        inv_bounds=inv_bounds(mech, users=users, repetitions=repetitions, seed=seed),
     )
-    bounds = inv_bounds(mech, users=users, repetitions=repetitions, seed=seed)
-    return MechanismReport(**{**report.__dict__, "inv_bounds": bounds})
 
 
 def inv_bounds(mech: Mechanism, *, users: int | None = None, repetitions: int = 200, seed: int = 0) -> list[InvBound]:
@@ -257,51 +261,12 @@ def check_estimate(observations: Observations, theta: np.ndarray) -> EstimateRep
     theta = np.asarray(theta, dtype=float)
     violation = kkt_violation(lik, theta)
     # A property of the observations alone: computed once, whatever the number of estimates checked.
-    concave = lik.__dict__.get("_strictly_concave")
+    concave = _CONCAVE.get(lik)
     if concave is None:
-        concave = lik.__dict__["_strictly_concave"] = strictly_concave(lik)
+        concave = _CONCAVE[lik] = strictly_concave(lik)
     # Uniqueness is judged on the estimate's zero set, which needs an (almost) converged estimate.
     unique = True if concave else (unique_mle(lik, theta) if violation < NEAR_MLE else None)
     return EstimateReport(lik.loglik(theta), violation, concave, unique)
-
-
-def check_results(ds) -> list[dict]:  # noqa: ANN001  (an xarray.Dataset from ldpsim.run_scenario)
-    """check_estimate for every estimate of a results dataset.
-
-    Observations are not stored in results; they are regenerated from the
-    resolved scenario and its seed (every task is reproducible), and the
-    regenerated true values are compared with the stored ones first.
-    """
-    import json
-
-    from ..base.errors import LdpsimError
-    from ..running.runner import simulate, tasks
-    from ..running.scenario import load_scenario
-
-    try:
-        doc = json.loads(ds.attrs["resolved_scenario"])
-        base_dir = ds.attrs.get("scenario_dir")
-    except (KeyError, ValueError):
-        raise LdpsimError(
-            "the results file has no resolved scenario", hint="give a file written by `ldpsim run`"
-        ) from None
-    scenario = load_scenario(doc, base_dir=base_dir)
-    sweeps = [a.name for a in scenario.axes]
-    estimators = [str(e) for e in ds["estimator"].values]
-    rows = []
-    for task in tasks(scenario):
-        _, truth, observations = simulate(task, scenario.builder)
-        at = {**dict(zip(sweeps, task.point.index)), "rep": task.rep}
-        stored = ds["truth"].isel(at).values.ravel()
-        if stored.shape != truth.shape or not np.allclose(stored, truth, rtol=0, atol=1e-12):
-            raise LdpsimError(
-                f"regenerating the reports of {at} gives other true values than the file holds",
-                hint="the results were made with other plugins or versions; rerun the scenario",
-            )
-        for e, label in enumerate(estimators):
-            report = check_estimate(observations, ds["estimate"].isel({**at, "estimator": e}).values.ravel())
-            rows.append({**{d: ds[d].values[i] for d, i in at.items()}, "estimator": label, "report": report})
-    return rows
 
 
 def _dense(lik: Likelihood) -> np.ndarray:

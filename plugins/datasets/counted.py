@@ -17,6 +17,7 @@ class Counted(Dataset):
     """A finite population given as the number of records per domain value; subclasses implement :meth:`_count`."""
 
     replace = Param("bool", False, doc="draw users with replacement (allows more users than records)")
+    unlimited_by = "replace"
 
     def _count(self) -> np.ndarray:
         """Records per domain value (int64, length domain.size)."""
@@ -31,6 +32,11 @@ class Counted(Dataset):
     @property
     def size(self) -> int:
         return int(self.counts.sum())
+
+    @property
+    def max_users(self) -> int | None:
+        """No limit with replacement; else the number of records."""
+        return None if self.replace else self.size
 
     def distribution(self) -> np.ndarray:
         """The population's empirical distribution."""

@@ -19,6 +19,7 @@ class CsvColumn(Dataset):
     path = Param("path", doc="CSV file; a relative path is relative to the scenario file")
     column = Param("str", doc="header of the column to read")
     replace = Param("bool", False, doc="draw users with replacement (allows more users than rows)")
+    unlimited_by = "replace"
 
     def _validate(self) -> None:
         _ = self._values  # read and check the file now, not in the middle of a run
@@ -44,6 +45,11 @@ class CsvColumn(Dataset):
     @property
     def size(self) -> int:
         return int(self._values.shape[0])
+
+    @property
+    def max_users(self) -> int | None:
+        """No limit with replacement; else the number of rows."""
+        return None if self.replace else self.size
 
     def distribution(self) -> np.ndarray:
         """The file's empirical distribution."""

@@ -1,0 +1,271 @@
+"""Plugin instances for a grid point: its domain, datasets, cohorts' report plans, estimators and metrics.
+
+Building is also the deep check of a scenario: a plugin's parameters are
+validated when it is created, so :func:`check_setups` builds every point once
+before the first user is simulated. Identical plugin specifications share one
+instance, so a data file is read once per run, whatever the number of points.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from ..base.errors import LdpsimError, ScenarioError, did_you_mean
+from ..estimation.estimator import Estimator
+from ..model.dataset import Dataset
+from ..model.domains import Domain, make_domain
+from ..model.mechanism import Mechanism
+from ..model.metric import Metric
+from ..plugin.registry import Registry, get_registry
+from .paths import related
+from .sweep import Axis, Point
+
+COHORT_KEYS = ("share", "reports", "dataset")
+#: how far from 1 the cohorts' shares may sum (float shares like 0.1 + 0.2 + 0.7)
+SHARE_TOL = 1e-9
+
+
+@dataclass
+class Cohort:
+    """Users who apply one report plan: how many, the plan, and their own dataset if they have one."""
+
+    name: str
+    users: int
+    plan: tuple[Mechanism, ...]
+    dataset: Dataset | None = None  # None: the scenario's dataset
+
+
+@dataclass
+class Setup:
+    """The concrete objects of one grid point."""
+
+    domain: Domain
+    dataset: Dataset
+    users: int
+    cohorts: list[Cohort]
+    estimators: dict[str, Estimator]
+    metrics: dict[str, Metric]
+
+
+def check_setups(points: Iterable[Point], axes: Sequence[Axis], base_dir: Path, registry: Registry) -> Builder:
+    """Build every grid point once, so a bad value fails before the run starts.
+
+    Returns
+    -------
+    Builder
+        The builder, holding the instances it made: the run reuses them.
+
+    Raises
+    ------
+    LdpsimError
+        The first problem found, naming the sweep point at fault if a swept field is.
+    """
+    builder = Builder(base_dir, registry)
+    for point in points:
+        builder.setup(point, axes)
+    return builder
+
+
+class Builder:
+    """Turns resolved documents into plugin instances, reusing identical ones.
+
+    Parameters
+    ----------
+    base_dir
+        The folder relative data paths are resolved against.
+    registry
+        Where plugins are looked up (default: the installed plugins).
+    """
+
+    def __init__(self, base_dir: Path, registry: Registry | None = None):
+        self.base_dir = base_dir
+        self.registry = registry or get_registry()
+        self._cache: dict[str, Any] = {}
+
+    def setup(self, point: Point, axes: Sequence[Axis] = ()) -> Setup:
+        """The plugin instances of ``point``.
+
+        Raises
+        ------
+        LdpsimError
+            On a bad value; when it lies in a field one of ``axes`` sets, the
+            message ends with the sweep point (``(at sweep point eps=-1)``).
+        """
+        try:
+            return self._setup(point.document)
+        except LdpsimError as exc:
+            swept = [a for a in axes if exc.field and any(related(exc.field, p) for p in a.paths)]
+            if swept:  # say which sweep value is at fault
+                where = ", ".join(f"{a.name}={point.coords[a.name]}" for a in swept)
+                raise type(exc)(f"{exc.problem} (at sweep point {where})", field=exc.field, hint=exc.hint) from None
+            raise
+
+    def _setup(self, doc: dict) -> Setup:
+        domain = make_domain(doc["domain"])
+        dataset = self._plugin("dataset", doc["dataset"], "dataset", domain)
+        users = doc.get("users", dataset.size)
+        if users is None:
+            raise ScenarioError(
+                "missing field 'users'", hint=f"add users = <count>: dataset '{dataset.name}' has no fixed size"
+            )
+        if isinstance(users, float) and users.is_integer():
+            users = int(users)
+        if isinstance(users, bool) or not isinstance(users, int) or users < 1:
+            raise ScenarioError(
+                f"must be a positive integer, got {users!r}", field="users", hint="e.g. users = 100_000"
+            )
+        limit = dataset.max_users
+        if limit is not None and users > limit:
+            lift = dataset.unlimited_by
+            raise ScenarioError(
+                f"asks for {users} users but the dataset has {limit} records",
+                field="users",
+                hint=f"use at most {limit} users" + (f" or set dataset.{lift} = true" if lift else ""),
+            )
+        cohorts = self._cohorts(doc["cohorts"], domain, users, dataset)
+        estimators = {
+            label: self._plugin("estimator", spec, f"estimators.{label}", default_name=label, dataset=dataset)
+            for label, spec in doc["estimators"].items()
+        }
+        metrics = {
+            label: self._plugin("metric", spec, f"metrics.{label}", default_name=label)
+            for label, spec in doc["metrics"].items()
+        }
+        for label, metric in metrics.items():
+            try:
+                metric.check_domain(domain)
+            except LdpsimError as exc:
+                raise exc.at(f"metrics.{label}") from None
+        return Setup(domain, dataset, users, cohorts, estimators, metrics)
+
+    def _cohorts(self, spec: Any, domain: Domain, users: int, dataset: Dataset) -> list[Cohort]:
+        shares = []
+        plans = []
+        datasets = []
+        for name, cohort in spec.items():
+            where = f"cohorts.{name}"
+            if not isinstance(cohort, dict):
+                raise ScenarioError("must be a table", field=where, hint="give share and reports")
+            extra = set(cohort) - set(COHORT_KEYS)
+            if extra:
+                key = sorted(extra)[0]
+                raise ScenarioError(f"unknown field '{key}'", field=where, hint=did_you_mean(key, COHORT_KEYS))
+            shares.append(_share(cohort.get("share", 1 if len(spec) == 1 else None), f"{where}.share"))
+            own = None
+            if "dataset" in cohort:
+                own = self._plugin("dataset", cohort["dataset"], f"{where}.dataset", domain)
+            datasets.append(own)
+            plans.append(self._plan(cohort.get("reports"), f"{where}.reports", domain, own or dataset))
+        total = sum(shares)
+        if abs(float(total) - 1.0) > SHARE_TOL:
+            raise ScenarioError(
+                f"shares sum to {float(total):.12g}, not 1",
+                field="cohorts",
+                hint='adjust the shares (exact fractions like share = "1/3" help)',
+            )
+        counts = _apportion(users, shares)
+        return [Cohort(name, c, plan, own) for name, c, plan, own in zip(spec, counts, plans, datasets)]
+
+    def _plan(self, reports: Any, where: str, domain: Domain, dataset: Dataset) -> tuple[Mechanism, ...]:
+        if not isinstance(reports, list) or not reports:
+            raise ScenarioError(
+                "needs a non-empty list of reports", field=where, hint='e.g. reports = [{ mechanism = "krr", eps = 1 }]'
+            )
+        plan: list[Mechanism] = []
+        for i, report in enumerate(reports):
+            spot = f"{where}[{i}]"
+            if not isinstance(report, dict) or "mechanism" not in report:
+                raise ScenarioError(
+                    "must be a table with a mechanism", field=spot, hint='e.g. { mechanism = "krr", eps = 1 }'
+                )
+            params = dict(report)
+            repeat = params.pop("repeat", 1)
+            if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+                raise ScenarioError(
+                    f"must be a positive integer, got {repeat!r}",
+                    field=f"{spot}.repeat",
+                    hint="how many times users report",
+                )
+            name = params.pop("mechanism")
+            mech = self._plugin(
+                "mechanism", {"name": name, **params}, spot, domain, name_key="mechanism", dataset=dataset
+            )
+            plan.extend([mech] * repeat)
+        return tuple(plan)
+
+    def _plugin(
+        self,
+        kind: str,
+        spec: Any,
+        where: str,
+        domain: Domain | None = None,
+        *,
+        default_name: str | None = None,
+        name_key: str = "name",
+        dataset: Dataset | None = None,
+    ) -> Any:
+        if not isinstance(spec, dict):
+            raise ScenarioError("must be a table", field=where, hint=f"give {name_key} = ... and parameters")
+        params = dict(spec)
+        name = params.pop("name", default_name)
+        if name is None:
+            raise ScenarioError(
+                f"has no {name_key}", field=where, hint=f'add {name_key} = "..." (see `ldpsim list {kind}s`)'
+            )
+        try:
+            entry = self.registry.get(kind, name)
+        except LdpsimError as exc:
+            raise exc.at(f"{where}.{name_key}") from None
+        for key, param in entry.cls.parameters().items():
+            value = params.get(key)
+            if "path" in param.kinds and isinstance(value, str):
+                params[key] = str(self.base_dir / value)
+            if "distribution" in param.kinds and value == "dataset":
+                known = dataset.distribution() if dataset is not None else None
+                if known is None:
+                    raise ScenarioError(
+                        'is "dataset" but the dataset\'s distribution is unknown',
+                        field=f"{where}.{key}",
+                        hint="give the distribution as a list of numbers",
+                    )
+                params[key] = known.tolist()
+        cache_key = json.dumps([kind, name, params, domain.spec() if domain else None], sort_keys=True, default=str)
+        if cache_key not in self._cache:
+            args = (domain,) if domain is not None else ()
+            try:
+                self._cache[cache_key] = entry.cls(*args, **params)
+            except LdpsimError as exc:
+                raise exc.at(where) from None
+        return self._cache[cache_key]
+
+
+def _share(value: Any, where: str) -> Fraction:
+    """A cohort's share as an exact fraction: ``"1/3"`` exactly, a float to within 1e-12."""
+    if value is None:
+        raise ScenarioError("is missing", field=where, hint='give each cohort a share, e.g. share = 0.5 or "1/3"')
+    try:
+        share = Fraction(value) if isinstance(value, str) else Fraction(value).limit_denominator(10**12)
+    except (ValueError, ZeroDivisionError, TypeError):
+        raise ScenarioError(
+            f"'{value}' is not a number or fraction", field=where, hint='write e.g. 0.25 or "1/4"'
+        ) from None
+    if isinstance(value, bool) or not 0 <= share <= 1:
+        raise ScenarioError(f"must be in [0, 1], got {value!r}", field=where, hint="shares are fractions of the users")
+    return share
+
+
+def _apportion(users: int, shares: Sequence[Fraction]) -> list[int]:
+    """Users per cohort: exact shares rounded by largest remainder, summing to ``users``."""
+    total = sum(shares)
+    exact = [users * s / total for s in shares]
+    counts = [math.floor(e) for e in exact]
+    order = sorted(range(len(shares)), key=lambda i: (-(exact[i] - counts[i]), i))
+    for i in order[: users - sum(counts)]:
+        counts[i] += 1
+    return counts

@@ -1,0 +1,69 @@
+"""Checking the estimates of a results file against the MLE conditions (``ldpsim check estimate``).
+
+Results do not store the observations an estimate was made from; they are
+regenerated here from the resolved scenario and its seed (every task is
+reproducible), which takes the running layer, hence this module's place.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from ..base.errors import LdpsimError
+from ..theory.diagnostics import check_estimate
+from .runner import simulate, tasks
+from .scenario import load_scenario
+
+
+def check_results(ds: xr.Dataset) -> list[dict[str, Any]]:
+    """:func:`~ldpsim.theory.diagnostics.check_estimate` for every estimate of a results dataset.
+
+    The regenerated true values are compared with the stored ones first, so
+    results made with other plugins or versions are refused rather than
+    checked against the wrong observations.
+
+    Parameters
+    ----------
+    ds
+        Results of :func:`ldpsim.run_scenario` (or ``ldpsim run``), with their
+        ``resolved_scenario`` attribute.
+
+    Returns
+    -------
+    list of dict
+        One row per (sweep point, repetition, estimator): the sweep coordinates,
+        ``rep``, ``estimator`` (its label) and ``report`` (an ``EstimateReport``).
+
+    Raises
+    ------
+    LdpsimError
+        If the file has no resolved scenario, or regenerating gives other true values.
+    """
+    try:
+        doc = json.loads(ds.attrs["resolved_scenario"])
+        base_dir = ds.attrs.get("scenario_dir")
+    except (KeyError, ValueError):
+        raise LdpsimError(
+            "the results file has no resolved scenario", hint="give a file written by `ldpsim run`"
+        ) from None
+    scenario = load_scenario(doc, base_dir=base_dir)
+    sweeps = [a.name for a in scenario.axes]
+    estimators = [str(e) for e in ds["estimator"].values]
+    rows = []
+    for task in tasks(scenario):
+        _, truth, observations = simulate(task, scenario.builder)
+        at = {**dict(zip(sweeps, task.point.index)), "rep": task.rep}
+        stored = ds["truth"].isel(at).values.ravel()
+        if stored.shape != truth.shape or not np.allclose(stored, truth, rtol=0, atol=1e-12):
+            raise LdpsimError(
+                f"regenerating the reports of {at} gives other true values than the file holds",
+                hint="the results were made with other plugins or versions; rerun the scenario",
+            )
+        for e, label in enumerate(estimators):
+            report = check_estimate(observations, ds["estimate"].isel({**at, "estimator": e}).values.ravel())
+            rows.append({**{d: ds[d].values[i] for d, i in at.items()}, "estimator": label, "report": report})
+    return rows

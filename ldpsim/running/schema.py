@@ -1,0 +1,128 @@
+"""The scenario document's top level: which fields exist, which are required, their types, and shorthands.
+
+What lies inside the tables (plugins and their parameters, cohorts) is
+checked by building it (:mod:`.build`); the sweep by :mod:`.sweep`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..base.errors import ScenarioError, did_you_mean
+
+#: every top-level field, with the hint an error about it gives
+FIELDS = {
+    "name": "a short name for the scenario",
+    "description": "what the scenario shows",
+    "seed": "root seed of all randomness (an integer >= 0)",
+    "users": "number of users (optional for datasets backed by a file)",
+    "repetitions": "independent runs per sweep point",
+    "domain": "the values users hold: [domain] kind = integers | grid | categorical",
+    "dataset": "where true values come from: [dataset] name = ... and parameters",
+    "cohorts": "[cohorts.<name>] tables with share and reports",
+    "estimators": "estimator names, or [estimators.<label>] tables",
+    "metrics": "metric names, or [metrics.<label>] tables",
+    "sweep": "[sweep.<axis>] tables with path and values",
+}
+REQUIRED = ("domain", "dataset", "cohorts", "estimators", "metrics")
+#: the largest seed: results store it as an int64
+MAX_SEED = 2**63 - 1
+
+
+def normalize(doc: dict) -> dict:
+    """Expand shorthands in place: ``estimators = ["ibu"]`` -> ``{"ibu": {}}`` (same for metrics); return ``doc``.
+
+    Raises
+    ------
+    ScenarioError
+        If such a list holds something other than names, or a name twice.
+    """
+    for key in ("estimators", "metrics"):
+        value = doc.get(key)
+        if isinstance(value, list):
+            if not all(isinstance(v, str) for v in value):
+                raise ScenarioError(
+                    "must be a list of names or a table of tables", field=key, hint=f'write {key} = ["a", "b"]'
+                )
+            if len(set(value)) != len(value):
+                raise ScenarioError(
+                    "lists a name twice", field=key, hint=f"use [{key}.<label>] tables for two variants"
+                )
+            doc[key] = {v: {} for v in value}
+    return doc
+
+
+def check_fields(doc: dict) -> None:
+    """Refuse unknown top-level fields, missing required ones, and tables that are not (non-empty) tables.
+
+    Raises
+    ------
+    ScenarioError
+        Naming the closest known field, or, for a required field TOML put
+        inside an earlier table, that table.
+    """
+    for key in doc:
+        if key not in FIELDS:
+            raise ScenarioError(f"unknown field '{key}'", hint=did_you_mean(key, FIELDS))
+    for key in REQUIRED:
+        if key not in doc:
+            stray = _find_key(doc, key)
+            if stray:
+                raise ScenarioError(
+                    f"missing field '{key}': it sits inside [{stray}]",
+                    hint="in TOML every key after a [table] header belongs to that table; move it above the first [table]",
+                )
+            raise ScenarioError(f"missing field '{key}'", hint=f"add {key}: {FIELDS[key]}")
+    for key in ("domain", "dataset", "cohorts", "estimators", "metrics"):
+        if not isinstance(doc[key], dict) or not doc[key]:
+            raise ScenarioError("must be a non-empty table", field=key, hint=FIELDS[key])
+    for key in ("estimators", "metrics"):
+        for label, spec in doc[key].items():
+            if not isinstance(spec, dict):
+                raise ScenarioError(
+                    "must be a table", field=f"{key}.{label}", hint=f"write [{key}.{label}] with name = ..."
+                )
+
+
+def _find_key(node: Any, key: str, where: str = "") -> str | None:
+    """The table path holding ``key`` somewhere below the top level, if any."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            inner = f"{where}.{k}" if where else k
+            if isinstance(v, dict):
+                if key in v:
+                    return inner
+                found = _find_key(v, key, inner)
+                if found:
+                    return found
+    return None
+
+
+def str_field(doc: dict, key: str, default: str) -> str:
+    """The string at top-level ``key`` (``default`` if absent).
+
+    Raises
+    ------
+    ScenarioError
+        If the value is not a string.
+    """
+    value = doc.get(key, default)
+    if not isinstance(value, str):
+        raise ScenarioError(f"must be a string, got {value!r}", field=key, hint=f'write {key} = "..."')
+    return value
+
+
+def int_field(doc: dict, key: str, low: int, high: int, default: int | None = None) -> int:
+    """The integer at top-level ``key`` (``default`` if absent), in ``low..high``; ``3.0`` counts as 3.
+
+    Raises
+    ------
+    ScenarioError
+        If the value is not an integer (a bool is not) or out of range.
+    """
+    value = doc.get(key, default)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ScenarioError(f"must be an integer in {low}..{high}, got {value!r}", field=key, hint=FIELDS[key])
+    return value
