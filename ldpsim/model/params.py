@@ -153,9 +153,9 @@ class Param(Generic[T]):
         self.name = name
 
     if TYPE_CHECKING:
-        # For the type checker only: on a class a Param is itself, on an instance its value.
-        # Defining __get__ at run time would change nothing for instances (their own value
-        # shadows a non-data descriptor) but would cost every access to an unset one.
+        # For type checkers only: on a class a Param is itself, on an instance its value. That is
+        # already so at run time without a __get__, since Configurable sets each value on the
+        # instance, which shadows the class attribute; so the run time keeps no descriptor.
         @overload
         def __get__(self, instance: None, owner: type | None = None) -> Param[T]: ...
         @overload
