@@ -29,15 +29,16 @@ def observe(mech, outputs):
     return Observations.from_reports(mech.domain, [(mech, np.asarray(outputs)[:, None])])
 
 
-def shared_data(name: str):
-    """A file of the workplace's shared data folder (../shared/data beside the checkout, or
-    $LDPSIM_SHARED_DATA); the test is skipped, saying where it looked, if it is absent."""
-    candidates = [Path(os.environ["LDPSIM_SHARED_DATA"])] if "LDPSIM_SHARED_DATA" in os.environ else []
-    candidates += [Path(__file__).resolve().parents[2] / "shared" / "data", Path("/work/shared/data")]
+def shared_data(name: str) -> Path:
+    """A file of the workplace's shared data folder: ``$LDPSIM_SHARED_DATA`` if set, else
+    ``shared/data`` beside the checkout. The test is skipped, naming where it looked, if absent."""
+    beside_checkout = Path(__file__).resolve().parents[2] / "shared" / "data"
+    candidates = [Path(os.environ["LDPSIM_SHARED_DATA"])] if os.environ.get("LDPSIM_SHARED_DATA") else []
+    candidates.append(beside_checkout)
     for folder in candidates:
         if (folder / name).is_file():
             return folder / name
-    pytest.skip(f"shared data file {name} not found in {', '.join(map(str, candidates))}")
+    pytest.skip(f"shared data file {name} not found in {' or '.join(map(str, candidates))} (set $LDPSIM_SHARED_DATA)")
 
 
 @st.composite

@@ -16,7 +16,9 @@ unchanged by rescaling a row, so they use ``H`` directly.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,6 +29,9 @@ from .operators import (
     named_values_likelihood,
     rank_one_plus_sparse,  # noqa: F401  (kept importable from here)
 )
+
+if TYPE_CHECKING:
+    from scipy.sparse.linalg import LinearOperator
 
 #: default stopping threshold: GIBU stops when |L(t) - L(t-1)| < DEFAULT_DELTA (nats), whatever n is
 DEFAULT_DELTA = 0.01
@@ -46,7 +51,8 @@ class Likelihood:
         if observations.n == 0:
             raise EstimationError("there are no observations", hint="simulate or load at least one report")
         groups = [g.canonical() for g in observations.groups]
-        blocks, shifts = [], []
+        blocks: list[np.ndarray | LinearOperator] = []
+        shifts: list[np.ndarray] = []
         for group in groups:
             shift, block = _block(group)
             if support is not None:
@@ -54,8 +60,10 @@ class Likelihood:
             shifts.append(shift)
             blocks.append(block)
         shift = np.concatenate(shifts)
-        if all(isinstance(b, np.ndarray) for b in blocks):
-            self.H = np.concatenate(blocks)
+        self.H: np.ndarray | LinearOperator
+        dense = [b for b in blocks if isinstance(b, np.ndarray)]
+        if len(dense) == len(blocks):
+            self.H = np.concatenate(dense)
             row_max = self.H.max(axis=1)
         else:
             self.H = _stack(blocks)
@@ -343,7 +351,7 @@ def _dot(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.einsum("d,d->", a, b))
 
 
-def _block(group: ReportGroup) -> tuple[np.ndarray, object]:
+def _block(group: ReportGroup) -> tuple[np.ndarray, np.ndarray | LinearOperator]:
     """(shift, H) for one group: the mechanism's structured operator, or dense from log-likelihoods."""
     if len(group.plan) == 1:
         parts = group.plan[0].likelihood_operator(group.reports)
@@ -368,13 +376,13 @@ def _block(group: ReportGroup) -> tuple[np.ndarray, object]:
         return shift, np.exp(log_g - shift[:, None])
 
 
-def _columns(op, support: np.ndarray):
+def _columns(op: LinearOperator, support: np.ndarray) -> LinearOperator:
     """``op`` restricted to the columns in ``support``."""
     from scipy.sparse.linalg import LinearOperator  # imported only when structured blocks are used
 
     full = support.shape[0]
 
-    def matvec(theta):
+    def matvec(theta: np.ndarray) -> np.ndarray:
         x = np.zeros(full)
         x[support] = np.ravel(theta)
         return op @ x
@@ -384,20 +392,21 @@ def _columns(op, support: np.ndarray):
     )
 
 
-def _stack(blocks: list):
+def _stack(blocks: Sequence[np.ndarray | LinearOperator]) -> LinearOperator:
     """Blocks of rows as one operator."""
     from scipy.sparse.linalg import LinearOperator
 
     rows = np.cumsum([0] + [b.shape[0] for b in blocks])
     cols = blocks[0].shape[1]
 
-    def matvec(theta):
+    def matvec(theta: np.ndarray) -> np.ndarray:
         theta = np.ravel(theta)
         return np.concatenate([np.ravel(b @ theta) for b in blocks])
 
-    def rmatvec(w):
+    def rmatvec(w: np.ndarray) -> np.ndarray:
         w = np.ravel(w)
-        return sum(np.ravel(b.T @ w[rows[i] : rows[i + 1]]) for i, b in enumerate(blocks))
+        # starting from zeros(cols), not 0: the same additions, typed as an array
+        return sum((np.ravel(b.T @ w[rows[i] : rows[i + 1]]) for i, b in enumerate(blocks)), np.zeros(cols))
 
     return LinearOperator((int(rows[-1]), cols), matvec=matvec, rmatvec=rmatvec, dtype=float)
 

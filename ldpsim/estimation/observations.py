@@ -105,10 +105,11 @@ class ReportGroup:
 
     def log_likelihood(self) -> np.ndarray:
         """(D, |X|) log P(report tuple | x): the sum over the plan's reports."""
-        total = None
+        total: np.ndarray | None = None
         for mech, cols in self.columns():
             part = mech.log_likelihood(cols)
             total = part if total is None else total + part
+        assert total is not None, "a plan has at least one report"
         return total
 
 

@@ -179,7 +179,8 @@ class ConvolutionOperator(LinearOperator):
         self._kernel_norm = float(np.linalg.norm(kernel))
         folded = np.where(self.classes > 0, np.sqrt(np.asarray(self.full, dtype=float)), 1.0).prod(axis=1)
         self._error_factor = 4 * math.log2(max(2, math.prod(self.fft_shape))) * folded
-        super().__init__(float, (outputs.shape[0], math.prod(self.grid)))
+        # LinearOperator.__init__(dtype, shape) is real; scipy-stubs declare only the factory __new__
+        super().__init__(float, (outputs.shape[0], math.prod(self.grid)))  # type: ignore[call-arg]
 
     # ----------------------------------------------------------------- products
     def _convolve(self, theta: np.ndarray) -> np.ndarray:

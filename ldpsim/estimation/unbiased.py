@@ -15,22 +15,29 @@ from .observations import Observations
 MAX_JOINT_OUTPUTS = 2_000_000
 
 
+def _finite_matrix(mech: Mechanism) -> np.ndarray:
+    """``mech.matrix``, or EstimationError if the mechanism has none (infinitely many outputs)."""
+    m = mech.matrix
+    if m is None:
+        raise EstimationError(
+            f"matrix inversion needs mechanisms with a finite matrix; {mech!r} has none",
+            hint="use ibu for this mechanism",
+        )
+    return m
+
+
 def plan_matrix(plan: Sequence[Mechanism]) -> np.ndarray:
     """(|X|, prod |Z_j|) matrix of a plan: P(report tuple | x), a row-wise Kronecker product."""
-    joint = None
+    joint: np.ndarray | None = None
     for mech in plan:
-        m = mech.matrix
-        if m is None:
-            raise EstimationError(
-                f"matrix inversion needs mechanisms with a finite matrix; {mech!r} has none",
-                hint="use ibu for this mechanism",
-            )
+        m = _finite_matrix(mech)
         joint = m if joint is None else (joint[:, :, None] * m[:, None, :]).reshape(m.shape[0], -1)
         if joint.shape[1] > MAX_JOINT_OUTPUTS:
             raise EstimationError(
                 f"the plan [{', '.join(map(repr, plan))}] has more than {MAX_JOINT_OUTPUTS} joint outputs",
                 hint="use ibu, which works on the observed reports only",
             )
+    assert joint is not None, "a plan has at least one mechanism"
     return joint
 
 
@@ -71,7 +78,7 @@ def unbiased_estimate(observations: Observations) -> np.ndarray:
                 total += group.n / observations.n * v
                 continue
         a = plan_matrix(group.plan)
-        widths = [mech.matrix.shape[1] for mech in group.plan]
+        widths = [_finite_matrix(mech).shape[1] for mech in group.plan]
         flat = np.ravel_multi_index(tuple(group.reports.T), widths)
         q = np.zeros(a.shape[1])
         np.add.at(q, flat, group.counts / group.n)

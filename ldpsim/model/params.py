@@ -17,7 +17,19 @@ import math
 import numbers
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Generic,
+    Literal,
+    SupportsInt,
+    TypedDict,
+    TypeVar,
+    Unpack,
+    cast,
+    overload,
+)
 
 import numpy as np
 
@@ -27,14 +39,93 @@ REQUIRED: Any = type("Required", (), {"__repr__": lambda self: "REQUIRED"})()
 
 KINDS = ("float", "int", "bool", "str", "strings", "path", "vector", "matrix", "distribution")
 
+T = TypeVar("T")
 
-class Param:
+
+class _Options(TypedDict, total=False):
+    """The keyword options of :class:`Param`, for its typed constructor overloads."""
+
+    doc: str
+    gt: float | None
+    ge: float | None
+    lt: float | None
+    le: float | None
+    choices: tuple[str, ...] | None
+
+
+class Param(Generic[T]):
     """One parameter: its kind, default, allowed range and a one-line doc.
 
     ``kind`` is one of :data:`KINDS`, or a tuple of them tried in order
     (e.g. ``("distribution", "str")`` for "a vector or a keyword").
+
+    For a type checker, ``eps = Param("float", gt=0)`` is a ``Param[float]``
+    and ``self.eps`` a ``float`` (``float | None`` with a ``None`` default;
+    ``Any`` for a tuple of kinds). At run time a Param is a plain class
+    attribute: :class:`Configurable` stores each validated value on the
+    instance, which shadows it.
     """
 
+    # One overload per kind, and one per kind with a None default (the value may be unset).
+    @overload
+    def __init__(
+        self: Param[float | None], kind: Literal["float"], default: None, **options: Unpack[_Options]
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Param[float], kind: Literal["float"], default: float = ..., **options: Unpack[_Options]
+    ) -> None: ...
+    @overload
+    def __init__(self: Param[int | None], kind: Literal["int"], default: None, **options: Unpack[_Options]) -> None: ...
+    @overload
+    def __init__(self: Param[int], kind: Literal["int"], default: int = ..., **options: Unpack[_Options]) -> None: ...
+    @overload
+    def __init__(
+        self: Param[bool | None], kind: Literal["bool"], default: None, **options: Unpack[_Options]
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Param[bool], kind: Literal["bool"], default: bool = ..., **options: Unpack[_Options]
+    ) -> None: ...
+    @overload
+    def __init__(self: Param[str | None], kind: Literal["str"], default: None, **options: Unpack[_Options]) -> None: ...
+    @overload
+    def __init__(self: Param[str], kind: Literal["str"], default: str = ..., **options: Unpack[_Options]) -> None: ...
+    @overload
+    def __init__(
+        self: Param[tuple[str, ...] | None], kind: Literal["strings"], default: None, **options: Unpack[_Options]
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Param[tuple[str, ...]],
+        kind: Literal["strings"],
+        default: tuple[str, ...] = ...,
+        **options: Unpack[_Options],
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Param[Path | None], kind: Literal["path"], default: None, **options: Unpack[_Options]
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Param[Path], kind: Literal["path"], default: Path = ..., **options: Unpack[_Options]
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Param[np.ndarray | None],
+        kind: Literal["vector", "matrix", "distribution"],
+        default: None,
+        **options: Unpack[_Options],
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Param[np.ndarray],
+        kind: Literal["vector", "matrix", "distribution"],
+        default: np.ndarray = ...,
+        **options: Unpack[_Options],
+    ) -> None: ...
+    @overload
+    def __init__(self: Param[Any], kind: tuple[str, ...], default: Any = ..., **options: Unpack[_Options]) -> None: ...
     def __init__(
         self,
         kind: str | tuple[str, ...],
@@ -60,6 +151,16 @@ class Param:
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
+
+    if TYPE_CHECKING:
+        # For type checkers only: on a class a Param is itself, on an instance its value. That is
+        # already so at run time without a __get__, since Configurable sets each value on the
+        # instance, which shadows the class attribute; so the run time keeps no descriptor.
+        @overload
+        def __get__(self, instance: None, owner: type | None = None) -> Param[T]: ...
+        @overload
+        def __get__(self, instance: object, owner: type | None = None) -> T: ...
+        def __get__(self, instance: object, owner: type | None = None) -> Param[T] | T: ...
 
     @property
     def required(self) -> bool:
@@ -136,7 +237,7 @@ def _coerce_int(param: Param, value: Any) -> int:
     if isinstance(value, numbers.Integral):
         return int(value)
     if math.isfinite(value) and float(value).is_integer():
-        return int(value)
+        return int(cast(SupportsInt, value))  # every concrete Real (float, np.float64, Fraction) has __int__
     raise _KindMismatch("an integer")
 
 
@@ -307,9 +408,9 @@ class Configurable:
         self._validate()
 
     @classmethod
-    def parameters(cls) -> dict[str, Param]:
+    def parameters(cls) -> dict[str, Param[Any]]:
         """The declared parameters, in declaration order (base classes first)."""
-        found: dict[str, Param] = {}
+        found: dict[str, Param[Any]] = {}
         for klass in reversed(cls.__mro__):
             for key, value in vars(klass).items():
                 if isinstance(value, Param):
@@ -344,7 +445,7 @@ class Configurable:
         return (type(self), tuple((k, _freeze(v)) for k, v in self.get_params().items()))
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self._key() == other._key()  # type: ignore[attr-defined]
+        return type(other) is type(self) and self._key() == other._key()
 
     def __hash__(self) -> int:
         return hash(self._key())

@@ -20,7 +20,7 @@ PER_TASK = ("metric", "estimator", "rep")
 
 def sweep_axes(ds: xr.Dataset) -> list[str]:
     """The sweep dimensions, in scenario order."""
-    return [d for d in ds["error"].dims if d not in PER_TASK]
+    return [str(d) for d in ds["error"].dims if d not in PER_TASK]
 
 
 def domain_kind(ds: xr.Dataset) -> str:
@@ -32,12 +32,12 @@ def domain_kind(ds: xr.Dataset) -> str:
 
 def choose(names: Sequence[str] | None, available: Iterable[object], option: str) -> list[str]:
     """``names`` checked against ``available`` (all of them if None or empty)."""
-    available = [str(a) for a in available]
+    labels = [str(a) for a in available]
     if not names:
-        return available
+        return labels
     for name in names:
-        if name not in available:
-            raise LdpsimError(f"'{name}' is not in this results file", field=option, hint=did_you_mean(name, available))
+        if name not in labels:
+            raise LdpsimError(f"'{name}' is not in this results file", field=option, hint=did_you_mean(name, labels))
     return list(dict.fromkeys(names))
 
 

@@ -298,7 +298,7 @@ def bar_figure(ds: xr.Dataset, *, at: Mapping[str, str] | None = None, rep: int 
         )
     point, r = fixed_point(ds, at), choose_rep(ds, rep)
     where = {**point, "rep": r}
-    dim = ds["truth"].dims[-1]
+    dim = str(ds["truth"].dims[-1])
     labels = ds[dim].values
     numeric = np.issubdtype(np.asarray(labels).dtype, np.number)
     x = labels.astype(float) if numeric else np.arange(len(labels))
