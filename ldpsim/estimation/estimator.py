@@ -133,12 +133,12 @@ class Estimator(Configurable):
             likelihood = Likelihood.of(observations)
             loglik, grad = likelihood.em_parts(dist)
             kkt, gap = likelihood.certificate(grad) if loglik > -math.inf else (math.inf, math.inf)
-        extras = dict(result.extras)
+        given = dict(result.extras)
         if result.uncertainty is not None and any(v.name == "lower" for v in type(self).outputs):
             level = float(getattr(self, "confidence", 0.95))
             lower, upper = result.uncertainty.interval(level)
-            extras.update(lower=lower, upper=upper, se=result.uncertainty.se, confidence=level)
-        extras = self._check_extras(extras, size)
+            given.update(lower=lower, upper=upper, se=result.uncertainty.se, confidence=level)
+        extras = self._check_extras(given, size)
         return replace(result, distribution=dist, loglik=loglik, kkt=kkt, gap=gap, seconds=seconds, extras=extras)
 
     def _check_extras(self, extras: Mapping[str, Any], size: int) -> Mapping[str, Any]:

@@ -30,7 +30,7 @@ def as_plan(plan: Mechanism | Sequence[Mechanism]) -> Plan:
     return plan
 
 
-def plan_width(plan: Plan) -> int:
+def plan_width(plan: Sequence[Mechanism]) -> int:
     return sum(m.report_width for m in plan)
 
 

@@ -153,7 +153,7 @@ def unbiased_uncertainty(observations: Observations, estimate: np.ndarray) -> Un
         if len(plan) == 1 and plan[0].capabilities.unbiased_estimate:
             return _unknown(estimate, "none: the mechanism's own unbiased estimate has no covariance formula here")
         a = plan_matrix(plan)
-        widths = [mech.matrix.shape[1] for mech in plan]
+        widths = [m.shape[1] for m in (mech.matrix for mech in plan) if m is not None]  # all: a is formed
         flat = np.ravel_multi_index(tuple(group.reports.T), widths)
         q = np.zeros(a.shape[1])
         np.add.at(q, flat, group.counts / group.n)

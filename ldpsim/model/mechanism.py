@@ -457,16 +457,23 @@ class Mechanism(OnDomain):
             )
         return shift, op
 
+    def _finite_matrix(self) -> np.ndarray:
+        """The matrix, for code paths that only run when there is one."""
+        m = self.matrix
+        if m is None:
+            raise NotImplementedError(f"{type(self).__name__} has no matrix")
+        return m
+
     @cached_property
     def _log_matrix_t(self) -> np.ndarray:
         with np.errstate(divide="ignore"):
-            return np.ascontiguousarray(np.log(self.matrix).T)
+            return np.ascontiguousarray(np.log(self._finite_matrix()).T)
 
     @cached_property
     def _cdf(self) -> tuple[np.ndarray, int]:
         """Row CDFs laid end to end, row x shifted by x, for one vectorized searchsorted."""
-        m = self.matrix
+        m = self._finite_matrix()
         cum = np.minimum(np.cumsum(m, axis=1), 1.0)
         cum[:, -1] = 1.0
-        cum += np.arange(m.shape[0])[:, None]
+        cum = cum + np.arange(m.shape[0])[:, None]
         return cum.ravel(), m.shape[1]

@@ -47,7 +47,7 @@ class Entry:
 
     kind: str
     name: str
-    cls: type
+    cls: type[Configurable]
     plugin: str
     distribution: str | None
     version: str | None

@@ -28,7 +28,7 @@ import numpy as np
 import xarray as xr
 
 from ..estimation.estimator import Estimator
-from ..model.domains import Domain
+from ..model.domains import Domain, Grid
 from ..model.metric import Metric
 from ..model.variables import DOMAIN, POINT, TASK, Variable
 from .labels import describe
@@ -37,16 +37,21 @@ from .labels import describe
 class SweepAxis(Protocol):
     """What the results need of a sweep axis."""
 
-    name: str
-    paths: tuple[str, ...]
-    labels: tuple[Any, ...]
+    @property
+    def name(self) -> str: ...
+    @property
+    def paths(self) -> tuple[str, ...]: ...
+    @property
+    def labels(self) -> tuple[Any, ...]: ...
 
 
 class TaskValues(Protocol):
     """What the results need of a task's result: its grid key and a value per variable."""
 
-    key: tuple[int, ...]
-    values: Mapping[str, np.ndarray]
+    @property
+    def key(self) -> tuple[int, ...]: ...
+    @property
+    def values(self) -> Mapping[str, np.ndarray]: ...
 
 
 @dataclass(frozen=True)
@@ -104,7 +109,7 @@ def assemble(layout: Layout, results: Sequence[TaskValues], *, attrs: Mapping[st
         metric_name=("metric", [type(m).name for m in first_metrics]),
         **domain.coords(),
     )
-    if domain.name == "grid":
+    if isinstance(domain, Grid):
         coords["y"] = ("row", (np.arange(domain.rows) + 0.5) * domain.cell)
         coords["x"] = ("col", (np.arange(domain.cols) + 0.5) * domain.cell)
     ds = xr.Dataset(data, coords=coords)
@@ -126,7 +131,8 @@ def _stack(layout: Layout, var: Variable, results: Sequence[TaskValues]) -> np.n
     for res in results:
         if var.name in res.values:
             key = res.key[:-1] if per_point else res.key
-            array[(*front, *key)] = res.values[var.name]
+            index: tuple[slice | int, ...] = (*front, *key)
+            array[index] = res.values[var.name]
     return array
 
 

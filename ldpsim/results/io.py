@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Final
 
 import xarray as xr
 
 from ..base.atomic import atomic_path
 from ..base.errors import LdpsimError
 
-ENGINE = "netcdf4"
+ENGINE: Final = "netcdf4"
 
 
 def check_output(path: str | os.PathLike) -> Path:

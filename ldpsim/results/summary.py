@@ -22,7 +22,7 @@ def summary_variables(ds: xr.Dataset) -> list[str]:
 
 def summarize(ds: xr.Dataset) -> list[dict[str, Any]]:
     """Per sweep point and estimator: mean and sd of each metric over repetitions, and the mean of each summary variable."""
-    sweeps = [d for d in ds["error"].dims if d not in ("metric", "estimator", "rep")]
+    sweeps = [str(d) for d in ds["error"].dims if d not in ("metric", "estimator", "rep")]
     mean = ds["error"].mean("rep")
     spread = ds["error"].std("rep", ddof=1) if ds.sizes["rep"] > 1 else xr.zeros_like(mean) * np.nan
     extra = summary_variables(ds)

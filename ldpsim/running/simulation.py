@@ -89,7 +89,9 @@ def sample_cohort(
     """
     counts = np.asarray(counts, dtype=np.int64)
     if counted(plan, int(counts.sum())):
-        return _count_reports(count_matrix(plan[0]), counts, rngs[0])
+        matrix = count_matrix(plan[0])
+        assert matrix is not None  # counted() holds only for mechanisms with a count matrix
+        return _count_reports(matrix, counts, rngs[0])
     return _per_user_reports(plan, counts, rngs)
 
 

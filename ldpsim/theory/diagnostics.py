@@ -252,7 +252,7 @@ def unique_mle(lik: Likelihood, theta: np.ndarray) -> bool:
     res = linprog(
         -sub.sum(axis=0), A_ub=-sub, b_ub=np.zeros(sub.shape[0]), bounds=[(-1, 1)] * null.shape[1], method="highs"
     )
-    return not (res.status == 0 and -res.fun > 1e-9)
+    return not (res.status == 0 and res.fun is not None and -res.fun > 1e-9)
 
 
 def check_estimate(observations: Observations, theta: np.ndarray) -> EstimateReport:
