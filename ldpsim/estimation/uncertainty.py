@@ -14,7 +14,8 @@ Two estimators, two derivations:
   gradient there, which is <= n at an MLE).
 * **Matrix inversion.** The unbiased estimate ``v = q A^+`` is linear in the observed frequencies
   ``q``, so its covariance is exact: ``A^+T (diag(lambda) - lambda lambda^T) A^+ / n`` per plan,
-  with ``lambda`` estimated by ``q``, and plans weighted by their share of the users.
+  with ``lambda`` estimated by ``theta A`` (``theta`` the projected estimate), and plans weighted by
+  their share of the users.
 
 Both are asymptotic: they hold when every value's expected count of users is large, and the MLE's
 only for values inside the simplex. The README's "How sure is an estimate" reports measured coverage.
@@ -30,6 +31,7 @@ from scipy.stats import norm
 from ..base.errors import ParameterError
 from .engine import Likelihood
 from .observations import Observations
+from .simplex import project_simplex
 from .unbiased import plan_matrix
 
 #: largest domain for which the K x K information matrix is formed
@@ -98,7 +100,7 @@ def information(likelihood: Likelihood, theta: np.ndarray) -> np.ndarray:
             info += rows.T @ (rows * weight[start : start + _CHUNK, None])
         return info
     columns = []
-    step = max(1, _CHUNK // max(1, h.shape[0] // 64 + 1))
+    step = max(1, (1 << 24) // max(1, h.shape[0]))  # columns of H formed at once: at most 128 MB
     for start in range(0, k, step):
         block = np.eye(k)[:, start : start + step]
         hb = np.asarray(h @ block)
@@ -140,12 +142,18 @@ def mle_uncertainty(observations: Observations, theta: np.ndarray) -> Uncertaint
 
 
 def unbiased_uncertainty(observations: Observations, estimate: np.ndarray) -> Uncertainty:
-    """Exact standard errors of the unbiased estimate ``q A^+`` (covariance from the multinomial of q).
+    """Standard errors of the unbiased estimate ``v = q A^+`` from its exact covariance.
 
+    ``Cov(v) = A^+T (diag(lambda) - lambda lambda^T) A^+ / n`` per plan is exact for the true output
+    distribution ``lambda``; it is estimated by ``theta A`` with ``theta`` the projection of ``v`` onto
+    the simplex. (Plugging in the observed frequencies instead gives zero variance to outputs nobody
+    reported, and intervals that are too short where reports are rare: 89 % coverage of nominal 95 %
+    for the truncated geometric at eps = 2 in scenarios/coverage.toml.)
     Plans whose mechanism has its own unbiased estimate (not ``q A^+``) have no formula here yet,
     so their values' errors are unknown (infinite).
     """
     estimate = np.asarray(estimate, dtype=float)
+    theta = project_simplex(estimate)
     k = observations.domain.size
     cov = np.zeros((k, k))
     for group in observations.groups:
@@ -153,12 +161,9 @@ def unbiased_uncertainty(observations: Observations, estimate: np.ndarray) -> Un
         if len(plan) == 1 and plan[0].capabilities.unbiased_estimate:
             return _unknown(estimate, "none: the mechanism's own unbiased estimate has no covariance formula here")
         a = plan_matrix(plan)
-        widths = [m.shape[1] for m in (mech.matrix for mech in plan) if m is not None]  # all: a is formed
-        flat = np.ravel_multi_index(tuple(group.reports.T), widths)
-        q = np.zeros(a.shape[1])
-        np.add.at(q, flat, group.counts / group.n)
+        lam = theta @ a
         pinv = np.linalg.pinv(a.T)  # v = pinv(A^T) q, as lstsq solves it
-        spread = (pinv * q) @ pinv.T - np.outer(pinv @ q, pinv @ q)
+        spread = (pinv * lam) @ pinv.T - np.outer(pinv @ lam, pinv @ lam)
         cov += (group.n / observations.n) ** 2 * spread / group.n
     se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
     k_nan = np.full(k, np.nan)

@@ -48,7 +48,8 @@ from typing import Any
 
 from ..base.errors import ScenarioError
 from ..plugin.registry import Registry, get_registry
-from .build import Builder, check_setups
+from ..results.variables import declared
+from .build import Builder, Setup, check_setups
 from .paths import parse_override, parse_path, related, set_path
 from .schema import MAX_SEED, check_fields, int_field, normalize, str_field
 from .sweep import Axis, Point, grid_points, parse_axes
@@ -168,6 +169,7 @@ def load_scenario(
     seed = int_field(doc, "seed", 0, MAX_SEED)
     repetitions = int_field(doc, "repetitions", 1, 10**7, default=1)
     builder = check_setups(grid_points(doc, axes), axes, base_dir, registry or get_registry())
+    _check_axis_names(axes, builder.setup(next(iter(grid_points(doc, axes)))))
     return Scenario(
         name=name,
         description=description,
@@ -201,3 +203,20 @@ def _read(source: str | Path | Mapping[str, Any]) -> tuple[str | None, dict, Pat
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(f"invalid TOML: {exc}", hint="fix the syntax at that line") from None
     return text, doc, path
+
+
+#: coordinates every results file has besides the sweep axes (see ldpsim.results.assemble)
+RESULT_COORDS = ("estimator_name", "stop_rule", "metric_name", "metric_long_name", "metric_units", "x", "y")
+
+
+def _check_axis_names(axes: Sequence[Axis], setup: Setup) -> None:
+    """A sweep axis may not take the name of a result variable or coordinate (it would clash in the results)."""
+    taken = {v.name for v in declared([*setup.estimators.values(), *setup.metrics.values()])}
+    taken.update(RESULT_COORDS)
+    for axis in axes:
+        if axis.name in taken:
+            raise ScenarioError(
+                f"axis name '{axis.name}' is the name of a result variable",
+                field=f"sweep.{axis.name}",
+                hint=f"rename the axis, e.g. [sweep.n_{axis.name}]",
+            )
