@@ -43,6 +43,7 @@ from .model.metric import Metric
 from .model.params import Configurable, Param
 from .model.privacy import Privacy, geo_level, ldp_level, lip_level
 from .model.variables import DOMAIN, POINT, TASK, Variable
+from .plugin.executor import Executor
 from .plugin.hookspecs import hookimpl
 from .plugin.registry import PluginWarning, Registry, get_registry
 from .theory.diagnostics import check_estimate, check_mechanism, rr_parameters
@@ -79,6 +80,7 @@ __all__ = [
     "Estimate",
     "EstimationError",
     "Estimator",
+    "Executor",
     "Grid",
     "Integers",
     "InversionEstimator",

@@ -27,15 +27,7 @@ FACADE = ("ldpsim", "ldpsim.testing")
 #: Edges that break the rules today and are being removed on other branches: (importer, imported).
 #: An edge listed here is exempt from the checks below; a listed edge that no longer exists fails
 #: :func:`test_known_violations_still_exist`, so the list only shrinks. Empty it once they are merged.
-KNOWN_VIOLATIONS: frozenset[tuple[str, str]] = frozenset(
-    {
-        # runner imports executors; it imports runner's Task, TaskResult (under TYPE_CHECKING)
-        ("ldpsim.running.executors", "ldpsim.running.runner"),
-        # `from .. import __version__` inside functions: the façade, which imports running lazily
-        ("ldpsim.running.provenance", "ldpsim"),
-        ("ldpsim.running.checkpoint", "ldpsim"),
-    }
-)
+KNOWN_VIOLATIONS: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True)

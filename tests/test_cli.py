@@ -131,11 +131,14 @@ def test_list_shows_names_plugins_descriptions_and_parameters():
     assert result.exit_code == 0
     assert "krr" in result.stdout and "geometric" in result.stdout and "matrix" in result.stdout
     assert "eps: float > 0 (required)" in result.stdout
-    assert "k-ary randomized response" in result.stdout and "ldpsim 0.1.0" in result.stdout
+    assert "k-ary randomized response" in result.stdout and f"ldpsim {ldpsim.__version__}" in result.stdout
     assert "estimators" not in result.stdout
     everything = runner.invoke(app, ["list"])
-    for kind in ("mechanisms", "estimators", "datasets", "metrics"):
+    for kind in ("mechanisms", "estimators", "datasets", "metrics", "executors"):
         assert kind in everything.stdout
+    executors = runner.invoke(app, ["list", "executors"]).stdout
+    assert "processes  A pool of worker processes" in executors and "needs ldpsim[dask]" in executors
+    assert "scheduler: str = None" in executors
 
 
 def test_list_unknown_kind():

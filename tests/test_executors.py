@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import pickle
 import sys
 
 import numpy as np
 import pytest
 import xarray as xr
+from ldpsim_plugins.executors.serial import Serial
 from typer.testing import CliRunner
 
 import ldpsim
-from ldpsim import LdpsimError
-from ldpsim.output.cli import app
-from ldpsim.running.checkpoint import Checkpoint, checkpoint_dir
+from ldpsim import Executor, LdpsimError, Param, Registry, hookimpl
+from ldpsim.output.cli import app, executor_help
+from ldpsim.results.io import open_results
+from ldpsim.running.checkpoint import Checkpoint, checkpoint_dir, finished_tasks
+from ldpsim.running import provenance
 from ldpsim.running.runner import execute, run_task, tasks
 from ldpsim.running.scenario import load_scenario
 
@@ -64,16 +69,18 @@ def test_a_missing_dask_extra_is_one_line(monkeypatch):
 @pytest.mark.parametrize(
     ("kw", "message"),
     [
-        ({"executor": "threads"}, r"^--executor: unknown executor 'threads'; choose one of serial, processes, dask$"),
-        ({"workers": 0}, r"^--workers: must be at least 1, got 0; give the number of worker processes$"),
+        ({"executor": "threads"}, r"^executor: unknown executor 'threads'; choose one of: dask, processes, serial$"),
+        ({"executor": "processes", "workers": 0}, r"^workers: must be >= 1, got 0(\.0)?; choose workers >= 1$"),
+        ({"workers": 2}, r"^workers: only applies to the dask or processes executor, not serial; use the dask or"),
         (
             {"scheduler": "tcp://h:8786"},
-            r"^--scheduler: only applies to the dask executor, not serial; add --executor dask",
+            r"^scheduler: only applies to the dask executor, not serial; use the dask executor, or leave the scheduler out$",
         ),
         (
             {"executor": "dask", "scheduler": "tcp://h:8786", "workers": 2},
-            r"^--workers: a running cluster has the workers",
+            r"^workers: a running cluster has the workers",
         ),
+        ({"executor": Serial(), "workers": 2}, r"^workers: is given beside an executor instance"),
     ],
 )
 def test_bad_executor_options_are_refused_before_running(kw, message):
@@ -162,13 +169,17 @@ def test_the_cli_resumes_and_cleans_up(tmp_path):
     assert out.exists() and not checkpoint_dir(out).exists()
 
 
-def test_cli_option_errors_are_one_line(tmp_path):
+def test_cli_option_errors_are_one_line_naming_the_flag(tmp_path):
     done = cli.invoke(app, ["run", "nowhere.toml", "--scheduler", "tcp://h:1", "-e", "processes"])
     assert done.exit_code == 2
     assert done.output.strip().splitlines() == [
         "error: nowhere.toml: --scheduler: only applies to the dask executor, not processes;"
-        " add --executor dask or drop --scheduler"
+        " use the dask executor, or leave the scheduler out"
     ]
+    done = cli.invoke(app, ["run", "nowhere.toml", "-e", "thread"])
+    assert done.output.strip() == (
+        "error: nowhere.toml: --executor: unknown executor 'thread'; choose one of: dask, processes, serial"
+    )
 
 
 @pytest.mark.skipif(importlib.util.find_spec("distributed") is None, reason="needs the dask extra")
@@ -190,6 +201,9 @@ metrics = ["tv"]
     [line] = done.output.strip().splitlines()
     assert line.startswith(f"error: {scenario}: --scheduler: cannot reach the dask scheduler at {address}")
     assert not out.exists()
+    import dask
+
+    assert dask.config.get("scheduler", None) != "dask.distributed"  # the failed client was not left as dask's default
 
 
 def test_tasks_run_with_one_blas_thread(monkeypatch):
@@ -208,3 +222,188 @@ def test_tasks_run_with_one_blas_thread(monkeypatch):
     monkeypatch.setattr(task_module, "simulate", spy)
     execute(load_scenario(SWEEP))
     assert seen == [1] * 4
+
+
+class Reversed(Executor):
+    """Last task first, each sent through pickle as to another machine: a third party's executor."""
+
+    name = "reversed"
+    workers = Param("int", None, ge=1, doc="accepted, as a pool's would be; tasks still run one at a time")
+    ran: list[tuple[int, ...]] = []
+
+    def run(self, function, tasks):
+        function = pickle.loads(pickle.dumps(function))  # what a remote worker receives: no plugin instances
+        for task in reversed(tasks):
+            Reversed.ran.append(task.key)
+            yield function(pickle.loads(pickle.dumps(task)))
+
+
+@hookimpl
+def register_executors(register):
+    register(Reversed)
+
+
+@pytest.fixture
+def third_party_executor(monkeypatch):
+    """This module, added to the registry as a plugin providing the ``reversed`` executor."""
+    registry = Registry.from_entry_points()
+    registry.add(sys.modules[__name__], name="reversed", distribution="ldpsim-reversed", version="0.1")
+    monkeypatch.setattr(ldpsim.plugin.registry, "_default", registry)
+    Reversed.ran.clear()
+    return registry
+
+
+def test_a_third_party_executor_runs_a_scenario_to_the_same_numbers(serial, third_party_executor):
+    ds = ldpsim.run_scenario(SWEEP, executor="reversed", workers=3)
+    assert Reversed.ran == [(1, 1), (1, 0), (0, 1), (0, 0)]
+    assert_same_numbers(serial, ds)
+    # Errors and the command line's help name the executors the registry holds, the new one too.
+    with pytest.raises(
+        LdpsimError, match=r"^executor: unknown executor 'nope'; choose one of: dask, processes, reversed, serial$"
+    ):
+        ldpsim.run_scenario(SWEEP, executor="nope")
+    with pytest.raises(LdpsimError, match=r"^scheduler: only applies to the dask executor, not reversed"):
+        ldpsim.run_scenario(SWEEP, executor="reversed", scheduler="tcp://h:1")
+    assert "reversed: Last task first" in executor_help()
+
+
+def test_an_executor_instance_runs_as_given(serial):
+    Reversed.ran.clear()
+    assert_same_numbers(serial, execute(load_scenario(SWEEP), executor=Reversed()))
+    assert len(Reversed.ran) == 4
+
+
+def test_the_builtin_executors_are_plugins_using_only_the_public_api(registry):
+    for name in ("serial", "processes", "dask"):
+        entry = registry.get("executor", name)
+        assert entry.distribution == "ldpsim" and entry.cls.__module__.startswith("ldpsim_plugins.executors.")
+    assert set(registry.get("executor", "dask").cls.parameters()) == {"workers", "scheduler"}
+    assert set(registry.get("executor", "serial").cls.parameters()) == set()
+
+
+def test_run_scenario_checkpoints_resumes_and_cleans_up_like_the_cli(serial, tmp_path, monkeypatch):
+    out = tmp_path / "sweep.nc"
+    real = ldpsim.running.runner.run_task
+
+    def failing_at(key):
+        def run(task, builder=None):
+            if task.key == key:
+                raise Boom
+            return real(task, builder)
+
+        return run
+
+    monkeypatch.setattr(ldpsim.running.runner, "run_task", failing_at((0, 0)))  # the first task: nothing to keep
+    with pytest.raises(Boom):
+        ldpsim.run_scenario(SWEEP, output=out)
+    assert not checkpoint_dir(out).exists() and not out.exists()
+
+    monkeypatch.setattr(ldpsim.running.runner, "run_task", failing_at((1, 0)))  # the third: two are kept
+    with pytest.raises(Boom):
+        ldpsim.run_scenario(SWEEP, output=out)
+    assert finished_tasks(out) == 2 and not out.exists()
+    monkeypatch.setattr(ldpsim.running.runner, "run_task", real)
+    with pytest.raises(LdpsimError, match="holds the finished runs of an interrupted run"):
+        ldpsim.run_scenario(SWEEP, output=out)
+    with pytest.raises(LdpsimError, match="^resume: needs an output to resume"):
+        ldpsim.run_scenario(SWEEP, resume=True)
+
+    resumed = ldpsim.run_scenario(SWEEP, output=out, resume=True, executor="processes", workers=2)
+    assert not checkpoint_dir(out).exists()
+    assert_same_numbers(serial, resumed)
+    assert_same_numbers(serial, open_results(out))
+    again = ldpsim.run_scenario(SWEEP, output=out)  # a finished run leaves nothing to resume: it runs again
+    assert_same_numbers(serial, again)
+
+
+def test_a_checkpoint_made_by_another_ldpsim_version_is_refused(tmp_path, monkeypatch):
+    Checkpoint(tmp_path / "x.nc", load_scenario(SWEEP))
+    installed = provenance._version
+    monkeypatch.setattr(provenance, "_version", lambda name: "9.9.9" if name == "ldpsim" else installed(name))
+    with pytest.raises(
+        LdpsimError,
+        match=r"^--resume: the checkpoint '.*x\.nc\.partial' was made by other code \(ldpsim .+ -> 9\.9\.9\);",
+    ):
+        Checkpoint(tmp_path / "x.nc", load_scenario(SWEEP), resume=True)
+
+
+HALF_L1 = """
+import numpy as np
+from ldpsim import Metric, hookimpl
+
+
+class HalfL1(Metric):
+    \"\"\"Half the L1 distance.\"\"\"
+
+    name = "half-l1"
+
+    def _compute(self, estimate, truth, domain):
+        return 0.5 * float(np.abs(estimate - truth).sum())
+
+
+@hookimpl
+def register_metrics(register):
+    register(HalfL1)
+"""
+
+
+@pytest.fixture
+def edited_plugin(tmp_path, monkeypatch):
+    """A metric plugin from a module on disk; the fixture's value appends a comment to that file."""
+    site = tmp_path / "site"
+    site.mkdir()
+    source = site / "ldpsim_half_l1.py"
+    source.write_text(HALF_L1)
+    monkeypatch.syspath_prepend(str(site))
+    registry = Registry.from_entry_points()
+    registry.add(importlib.import_module("ldpsim_half_l1"), name="half-l1")
+    monkeypatch.setattr(ldpsim.plugin.registry, "_default", registry)
+    yield lambda: source.write_text(HALF_L1 + "# an uncommitted edit\n")
+    sys.modules.pop("ldpsim_half_l1", None)
+
+
+def test_an_edit_to_a_plugin_s_source_changes_the_fingerprint(tmp_path, edited_plugin):
+    doc = {**SWEEP, "metrics": ["half-l1"]}
+    Checkpoint(tmp_path / "x.nc", load_scenario(doc))
+    assert len(Checkpoint(tmp_path / "x.nc", load_scenario(doc), resume=True)) == 0  # the same code resumes
+    edited_plugin()
+    with pytest.raises(LdpsimError, match=r"was made by other code \(source files edited\); remove that folder"):
+        Checkpoint(tmp_path / "x.nc", load_scenario(doc), resume=True)
+
+
+def test_the_cli_keeps_the_finished_runs_of_an_interrupted_run(tmp_path, monkeypatch):
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        'seed = 3\nusers = 500\nrepetitions = 2\nestimators = ["inv-p"]\nmetrics = ["tv"]\n'
+        '[domain]\nkind = "integers"\nlow = 0\nhigh = 4\n[dataset]\nname = "uniform"\n'
+        '[cohorts.all]\nreports = [{ mechanism = "krr", eps = 1 }]\n'
+    )
+    out = tmp_path / "s.nc"
+    real = ldpsim.running.runner.run_task
+
+    def interrupted_at(rep):
+        def run(task, builder=None):
+            if task.rep == rep:
+                raise KeyboardInterrupt
+            return real(task, builder)
+
+        return run
+
+    monkeypatch.setattr(ldpsim.running.runner, "run_task", interrupted_at(0))
+    done = cli.invoke(app, ["run", str(scenario), "-o", str(out), "-e", "serial", "-q"])
+    assert done.exit_code == 130 and done.output.strip() == "interrupted; nothing was written"
+    assert not checkpoint_dir(out).exists()
+
+    monkeypatch.setattr(ldpsim.running.runner, "run_task", interrupted_at(1))
+    done = cli.invoke(app, ["run", str(scenario), "-o", str(out), "-e", "serial", "-q"])
+    assert done.exit_code == 130
+    assert (
+        done.output.strip()
+        == f"interrupted; 1 finished runs are kept in {checkpoint_dir(out)}: add --resume to continue"
+    )
+    assert finished_tasks(out) == 1 and not out.exists()
+
+    monkeypatch.setattr(ldpsim.running.runner, "run_task", real)
+    done = cli.invoke(app, ["run", str(scenario), "-o", str(out), "-e", "serial", "-q", "--resume"])
+    assert done.exit_code == 0, done.output
+    assert out.exists() and not checkpoint_dir(out).exists()

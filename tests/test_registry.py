@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import tomllib
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 import ldpsim
 from ldpsim import Integers, PluginError, PluginWarning, Registry
+from ldpsim.plugin.registry import KINDS
 from ldpsim.testing import check_mechanism
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,7 +57,7 @@ def neighbour(site):
 def test_builtins_are_registered_through_entry_points_like_any_plugin():
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["ldpsim"]
     registry = Registry.from_entry_points()
-    plugins = {e.plugin for kind in ("mechanism", "estimator", "dataset", "metric") for e in registry.entries(kind)}
+    plugins = {e.plugin for kind in KINDS for e in registry.entries(kind)}
     assert plugins == set(declared)
     entry = registry.get("mechanism", "krr")
     assert (entry.distribution, entry.version) == ("ldpsim", ldpsim.__version__)
@@ -63,6 +65,7 @@ def test_builtins_are_registered_through_entry_points_like_any_plugin():
     assert {"ibu", "inv-n", "inv-p"} <= set(registry.names("estimator"))
     assert {"binomial", "uniform", "zipf", "csv"} <= set(registry.names("dataset"))
     assert {"tv", "emd", "l1", "l2"} <= set(registry.names("metric"))
+    assert registry.names("executor") == ["dask", "processes", "serial"]
 
 
 def test_builtins_use_only_the_public_api():
@@ -100,6 +103,7 @@ def test_a_third_party_mechanism_runs_in_a_scenario(neighbour, monkeypatch):
         '"mechanism:neighbour": {"distribution": "ldpsim-neighbour", "plugin": "neighbour", "version": "1.2.3"}'
         in ds.attrs["plugins"]
     )
+    assert json.loads(ds.attrs["distributions"]) == {"ldpsim": ldpsim.__version__, "ldpsim-neighbour": "1.2.3"}
 
 
 def test_a_plugin_that_fails_to_import_is_skipped_with_a_warning(site):

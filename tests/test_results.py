@@ -1,16 +1,27 @@
-"""Result files: schema for grids and categories, netCDF round trip, atomic writes."""
+"""Result files: schema for grids and categories, netCDF round trip, atomic writes, provenance."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy
 import xarray as xr
 
 import ldpsim
 from ldpsim.results.io import open_results, save_results
+from ldpsim.running.provenance import code_sha256
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).parent / "data"
 
 GRID = {
     "name": "grid",
@@ -75,3 +86,90 @@ def test_open_results_rejects_other_netcdf_files(tmp_path):
     xr.Dataset({"x": ("t", [1, 2])}).to_netcdf(tmp_path / "other.nc")
     with pytest.raises(ldpsim.LdpsimError, match="is not an ldpsim results file"):
         open_results(tmp_path / "other.nc")
+
+
+def test_results_record_the_versions_of_the_code_that_made_them():
+    attrs = ldpsim.run_scenario({**GRID, "sweep": {}, "repetitions": 1}).attrs
+    assert attrs["ldpsim_version"] == ldpsim.__version__
+    assert (attrs["numpy"], attrs["scipy"], attrs["xarray"]) == (np.__version__, scipy.__version__, xr.__version__)
+    assert json.loads(attrs["distributions"]) == {"ldpsim": ldpsim.__version__}
+    assert len(attrs["code_sha256"]) == 64 and int(attrs["code_sha256"], 16) >= 0
+    assert attrs["code_sha256"] == code_sha256(["ldpsim", "ldpsim_plugins"])  # the built-ins' package and the core
+
+
+def test_the_version_comes_from_git_with_a_fallback_outside_it():
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "version" not in meta["project"] and "version" in meta["project"]["dynamic"]
+    assert any(r.startswith("setuptools-scm") for r in meta["build-system"]["requires"])
+    assert meta["tool"]["setuptools_scm"]["fallback_version"]
+
+
+HALF_L1 = """
+import numpy as np
+from ldpsim import Metric, hookimpl
+
+
+class HalfL1(Metric):
+    \"\"\"Half the L1 distance.\"\"\"
+
+    name = "half-l1"
+
+    def _compute(self, estimate, truth, domain):
+        return 0.5 * float(np.abs(estimate - truth).sum())
+
+
+@hookimpl
+def register_metrics(register):
+    register(HalfL1)
+"""
+
+
+def test_an_uncommitted_edit_to_a_plugin_changes_the_recorded_code_digest(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    site.mkdir()
+    source = site / "ldpsim_half_l1_results.py"
+    source.write_text(HALF_L1)
+    monkeypatch.syspath_prepend(str(site))
+    registry = ldpsim.Registry.from_entry_points()
+    registry.add(__import__("ldpsim_half_l1_results"), name="half-l1")
+    monkeypatch.setattr(ldpsim.plugin.registry, "_default", registry)
+    doc = {**GRID, "sweep": {}, "repetitions": 1, "metrics": ["half-l1"]}
+    try:
+        before = ldpsim.run_scenario(doc).attrs["code_sha256"]
+        assert ldpsim.run_scenario(doc).attrs["code_sha256"] == before
+        source.write_text(HALF_L1.replace("0.5 *", "0.5 * 1.0 *"))  # same numbers, other code
+        after = ldpsim.run_scenario(doc).attrs["code_sha256"]
+    finally:
+        sys.modules.pop("ldpsim_half_l1_results", None)
+    assert after != before
+    assert before != code_sha256(["ldpsim", "ldpsim_plugins"])  # the plugin's own file counts
+
+
+def test_no_attribute_holds_an_absolute_path(tmp_path):
+    where = tmp_path / "study"
+    (where / "data").mkdir(parents=True)
+    shutil.copy(DATA / "people.csv", where / "data" / "people.csv")
+    text = """
+users = 50
+domain = { kind = "integers", low = 0, high = 99 }
+dataset = { name = "csv", path = "data/people.csv", column = "age", replace = true }
+cohorts.all.reports = [{ mechanism = "krr", eps = 1.0 }]
+estimators = ["ibu"]
+metrics = ["tv"]
+"""
+    (where / "s.toml").write_text(text)
+    attrs = open_results(save_results(ldpsim.run_scenario(where / "s.toml"), tmp_path / "r.nc")).attrs
+    assert attrs["scenario_source"] == "s.toml" and "scenario_dir" not in attrs
+    assert attrs["scenario_sha256"] == hashlib.sha256(text.encode()).hexdigest()
+    assert "data/people.csv" in attrs["datasets"]
+    for name, value in attrs.items():
+        assert str(tmp_path) not in str(value) and not str(value).startswith("/"), name
+    mapping = ldpsim.run_scenario({**GRID, "sweep": {}, "repetitions": 1}).attrs
+    assert mapping["scenario_source"] == "mapping"
+    assert mapping["scenario_sha256"] == hashlib.sha256(mapping["scenario"].encode()).hexdigest()
+
+
+def test_the_results_layer_does_not_import_the_running_layer():
+    code = "import sys, ldpsim.results.assemble; print([m for m in sys.modules if m.startswith('ldpsim.running')])"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

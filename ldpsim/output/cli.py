@@ -10,15 +10,25 @@ import json
 import sys
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
+from typer.core import TyperCommand
 
 from ..base.errors import LdpsimError, did_you_mean
 from ..plugin.registry import KINDS, PluginWarning, get_registry
@@ -58,7 +68,67 @@ def _setup() -> None:
     warnings.showwarning = _show_warning
 
 
-@app.command()
+#: run options whose errors the library names by keyword; the command line names them by flag
+RUN_FLAGS = {"executor": "--executor", "workers": "--workers", "scheduler": "--scheduler", "resume": "--resume"}
+
+
+def executor_help() -> str:
+    """The ``--executor`` help: every registered executor, with its one-line description."""
+    entries = get_registry().entries("executor")
+    described = " ".join(f"{e.name}: {e.cls.summary()}" for e in entries)
+    return escape(f"where the runs go (default processes, or dask with --scheduler). {described}")
+
+
+class _RunCommand(TyperCommand):
+    """``run``, whose ``--executor`` help lists the executors installed now (the registry loads only for help)."""
+
+    def format_help(self, ctx, formatter) -> None:  # noqa: ANN001
+        for param in self.params:
+            if param.name == "executor":
+                param.help = executor_help()
+        super().format_help(ctx, formatter)
+
+
+@contextmanager
+def progress_bar(description: str, quiet: bool) -> Iterator[Callable[[int, int], None]]:
+    """A progress callback drawing a bar on stderr from the first task on (not while the scenario is checked)."""
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        disable=quiet,
+        transient=True,
+    )
+    task: list[TaskID] = []
+
+    def update(done: int, total: int) -> None:
+        if not task:
+            bar.start()
+            task.append(bar.add_task(description, total=total))
+        bar.update(task[0], completed=done, total=total)
+
+    try:
+        yield update
+    finally:
+        if task:  # a bar never started would still end with a newline on a non-terminal
+            bar.stop()
+
+
+@contextmanager
+def run_flags() -> Iterator[None]:
+    """Errors about a run option, named by their flag (``--workers``) rather than their keyword."""
+    try:
+        yield
+    except LdpsimError as exc:
+        if exc.field not in RUN_FLAGS:
+            raise
+        raise type(exc)(exc.problem, field=RUN_FLAGS[exc.field], hint=exc.hint) from None
+
+
+@app.command(cls=_RunCommand)
 def run(
     scenario: Annotated[Path, typer.Argument(help="scenario TOML file")],
     output: Annotated[Path | None, typer.Option("--output", "-o", help="results file; default <scenario>.nc")] = None,
@@ -70,11 +140,7 @@ def run(
     ] = [],  # noqa: B006
     executor: Annotated[
         str | None,
-        typer.Option(
-            "--executor",
-            "-e",
-            help="serial (this process), processes (a local pool; the default) or dask (a Dask cluster; needs ldpsim[dask])",
-        ),
+        typer.Option("--executor", "-e", help="where the runs go; `ldpsim list executors` lists them"),
     ] = None,
     workers: Annotated[
         int | None,
@@ -94,66 +160,49 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar or summary")] = False,
 ) -> None:
     """Run a scenario and write its results as netCDF4."""
-    from ..results.io import check_output, save_results
-    from ..running.checkpoint import Checkpoint
-    from ..running.executors import check as check_executor
-    from ..running.runner import execute
-    from ..running.scenario import load_scenario
+    from ..running.checkpoint import checkpoint_dir, finished_tasks
+    from ..running.runner import run_scenario
 
-    executor = executor or ("dask" if scheduler else "processes")
-    with user_errors(f"{scenario}: "):
-        check_executor(executor, workers, scheduler)
-        loaded = load_scenario(scenario, set_)
-        target = check_output(output if output is not None else Path(f"{scenario.stem}.nc"))
-        started = time.perf_counter()
-        checkpoint = Checkpoint(target, loaded, resume=resume)
+    target = output if output is not None else Path(f"{scenario.stem}.nc")
+    started = time.perf_counter()
+    with user_errors(f"{scenario}: "), run_flags():
         try:
-            with Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                TimeRemainingColumn(),
-                console=err,
-                disable=quiet,
-                transient=True,
-            ) as bar:
-                task = bar.add_task(loaded.name, total=None)
-                ds = execute(
-                    loaded,
-                    executor=executor,
+            with progress_bar(scenario.stem, quiet) as progress:
+                ds = run_scenario(
+                    scenario,
+                    set=set_,
+                    output=target,
+                    resume=resume,
+                    executor=executor or ("dask" if scheduler else "processes"),
                     workers=workers,
                     scheduler=scheduler,
-                    checkpoint=checkpoint,
-                    progress=lambda done, total: bar.update(task, completed=done, total=total),
+                    progress=progress,
                 )
-        except BaseException as exc:
-            kept = len(checkpoint)
+        except KeyboardInterrupt:
+            kept = finished_tasks(target)
             if not kept:
-                checkpoint.remove()
-            elif isinstance(exc, KeyboardInterrupt):
-                err.print(
-                    f"interrupted; {kept} finished runs are kept in {checkpoint.path}: add --resume to continue",
-                    markup=False,
-                )
-                raise typer.Exit(130) from None
-            raise  # finished runs stay in the checkpoint; the next run without --resume says so
-        save_results(ds, target)
-        checkpoint.remove()
+                raise
+            err.print(
+                f"interrupted; {kept} finished runs are kept in {checkpoint_dir(target)}: add --resume to continue",
+                markup=False,
+                soft_wrap=True,
+            )
+            raise typer.Exit(130) from None
     if not quiet:
         out.print(summary_table(ds))
     tasks = ds.sizes["rep"] * int(_grid_size(ds))
     err.print(
         f"wrote {target} ({tasks} runs in {time.perf_counter() - started:.1f} s, seed {int(ds.attrs['seed'])})",
         markup=False,
+        soft_wrap=True,
     )
 
 
 @app.command("list")
 def list_plugins(
-    kind: Annotated[str | None, typer.Argument(help="mechanisms, estimators, datasets or metrics")] = None,
+    kind: Annotated[str | None, typer.Argument(help="mechanisms, estimators, datasets, metrics or executors")] = None,
 ) -> None:
-    """List the installed mechanisms, estimators, datasets and metrics."""
+    """List the installed mechanisms, estimators, datasets, metrics and executors."""
     with user_errors():
         registry = get_registry()
         kinds = list(KINDS)
@@ -166,7 +215,7 @@ def list_plugins(
         out.print(f"[bold]{k}s[/bold]")
         for entry in registry.entries(k):
             domains = getattr(entry.cls, "domain_kinds", None)
-            out.print(f"  [bold]{entry.name}[/bold]  {entry.cls.summary()}", soft_wrap=True)
+            out.print(f"  [bold]{entry.name}[/bold]  {escape(entry.cls.summary())}", soft_wrap=True)
             out.print(
                 f"      plugin {entry.origin}" + (f"; domains: {', '.join(domains)}" if domains else ""),
                 markup=False,
@@ -189,17 +238,27 @@ def show(results: Annotated[Path, typer.Argument(help="results file written by `
     with user_errors():
         ds = open_results(results)
     a = ds.attrs
-    out.print(f"[bold]{a.get('title', '?')}[/bold]  {a.get('description', '')}")
-    out.print(f"created {a.get('created', '?')} with ldpsim {a.get('ldpsim_version', '?')}, seed {a.get('seed', '?')}")
+    out.print(f"[bold]{escape(str(a.get('title', '?')))}[/bold]  {escape(str(a.get('description', '')))}")
+    out.print(f"created {a.get('created', '?')}, seed {a.get('seed', '?')}", markup=False)
+    scenario = str(a.get("scenario_source", "?"))
+    if "scenario_sha256" in a:
+        scenario += f" (sha256 {a['scenario_sha256'][:12]})"
+    out.print(f"scenario: {scenario}", markup=False)
+    code = f"ldpsim {a.get('ldpsim_version', '?')}"
+    if "code_sha256" in a:
+        code += f" (source sha256 {a['code_sha256'][:12]})"
+    libraries = [f"{name} {a[name]}" for name in ("python", "numpy", "scipy", "xarray") if name in a]
+    out.print("code: " + ", ".join([code, *libraries]), markup=False)
     dims = ", ".join(f"{d}={n}" for d, n in ds.sizes.items())
     out.print(f"dimensions: {dims}", markup=False)
     overrides = json.loads(a.get("overrides", "[]"))
     if overrides:
         out.print("overrides: " + " ".join(overrides), markup=False)
-    plugins = json.loads(a.get("plugins", "{}"))
-    out.print(
-        "plugins: " + ", ".join(f"{k} ({v['distribution']} {v['version']})" for k, v in plugins.items()), markup=False
-    )
+    by_distribution: dict[str, list[str]] = {}
+    for key, plugin in json.loads(a.get("plugins", "{}")).items():
+        by_distribution.setdefault(f"{plugin['distribution']} {plugin['version']}", []).append(key)
+    for distribution, keys in by_distribution.items():
+        out.print(f"plugins of {distribution}: {', '.join(keys)}", markup=False)
     out.print(summary_table(ds))
 
 

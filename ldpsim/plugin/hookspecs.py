@@ -1,4 +1,4 @@
-"""Hook specifications: how a plugin adds mechanisms, estimators, datasets and metrics.
+"""Hook specifications: how a plugin adds mechanisms, estimators, datasets, metrics and executors.
 
 A plugin is a module listed under the ``ldpsim`` entry-point group. It
 implements any of these hooks; each receives a ``register`` callback to call
@@ -44,3 +44,8 @@ def register_datasets(register: Register) -> None:
 @hookspec
 def register_metrics(register: Register) -> None:
     """Register :class:`ldpsim.Metric` subclasses."""
+
+
+@hookspec
+def register_executors(register: Register) -> None:
+    """Register :class:`ldpsim.Executor` subclasses (where a run's tasks execute)."""

@@ -25,6 +25,7 @@ from ..model.mechanism import Mechanism
 from ..model.metric import Metric
 from ..model.params import Configurable
 from . import hookspecs
+from .executor import Executor
 
 ENTRY_POINT_GROUP = "ldpsim"
 
@@ -34,6 +35,7 @@ KINDS: dict[str, tuple[type[Configurable], str]] = {
     "estimator": (Estimator, "register_estimators"),
     "dataset": (Dataset, "register_datasets"),
     "metric": (Metric, "register_metrics"),
+    "executor": (Executor, "register_executors"),
 }
 
 
@@ -60,7 +62,7 @@ class Entry:
 
 
 class Registry:
-    """Named mechanisms, estimators, datasets and metrics from plugins."""
+    """Named mechanisms, estimators, datasets, metrics and executors from plugins."""
 
     def __init__(self) -> None:
         self._pm = pluggy.PluginManager(hookspecs.PROJECT)

@@ -1,6 +1,6 @@
 """Checkpoints of long runs: finished tasks kept next to the output, so an interrupted run can resume.
 
-``<output>.partial/`` holds ``fingerprint.json`` (what was being run) and one
+``<output>.partial/`` holds ``fingerprint.json`` (what was being run, with which code) and one
 ``.npz`` file per finished task, each written to a temporary name and renamed,
 so a file there is always complete. A run with ``resume`` loads the tasks of a
 checkpoint with the same fingerprint and runs the others; the checkpoint is
@@ -14,12 +14,13 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..base.atomic import atomic_path
 from ..base.errors import LdpsimError
+from .provenance import code_identity, setups_of, used_plugins
 from .tasks import TaskResult
 
 if TYPE_CHECKING:
@@ -29,10 +30,14 @@ MANIFEST = "fingerprint.json"
 _KEY = "__key__"  # the task's grid key, stored beside its variables (not a variable name: those are identifiers)
 
 
-def fingerprint(scenario: Scenario) -> str:
-    """A digest of everything a task's result depends on: the resolved scenario, its seed, the overrides, ldpsim."""
-    from .. import __version__
+def fingerprint(scenario: Scenario, code: dict[str, Any] | None = None) -> str:
+    """A digest of everything a task's result depends on: the resolved scenario, its seed, the overrides, the code.
 
+    ``code`` is :func:`ldpsim.running.provenance.code_identity` of the scenario's plugins (computed if not
+    given): versions, and a digest of the source files, so an uncommitted edit counts too.
+    """
+    if code is None:
+        code = code_identity(used_plugins(setups_of(scenario)).values())
     text = json.dumps(
         {
             "scenario": scenario.resolved_json(),
@@ -40,7 +45,7 @@ def fingerprint(scenario: Scenario) -> str:
             "seed": scenario.seed,
             "repetitions": scenario.repetitions,
             "overrides": list(scenario.overrides),
-            "ldpsim": __version__,
+            "code": code,
         },
         sort_keys=True,
         default=str,
@@ -53,6 +58,11 @@ def checkpoint_dir(output: str | os.PathLike) -> Path:
     return output.with_name(output.name + ".partial")
 
 
+def finished_tasks(output: str | os.PathLike) -> int:
+    """How many finished tasks the checkpoint of ``output`` holds (0 if there is none)."""
+    return sum(1 for _ in checkpoint_dir(output).glob("task-*.npz"))
+
+
 class Checkpoint:
     """The finished tasks of one run of one scenario, saved next to its output."""
 
@@ -63,7 +73,8 @@ class Checkpoint:
         of another scenario is refused, and a missing one means nothing is finished yet.
         """
         self.path = checkpoint_dir(output)
-        self.fingerprint = fingerprint(scenario)
+        code = code_identity(used_plugins(setups_of(scenario)).values())
+        self.fingerprint = fingerprint(scenario, code)
         manifest = self.path / MANIFEST
         if self.path.exists():
             if not resume:
@@ -73,18 +84,26 @@ class Checkpoint:
                     hint="add --resume to continue it, or remove that folder to start over",
                 )
             try:
-                found = json.loads(manifest.read_text())["fingerprint"]
-            except (OSError, ValueError, KeyError, TypeError):
-                found = None
-            if found != self.fingerprint:
+                found = json.loads(manifest.read_text())
+                found_fingerprint, found_code = found["fingerprint"], found.get("code")
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                found_fingerprint, found_code = None, None
+            if found_fingerprint != self.fingerprint:
+                changed = _code_changes(found_code, code) if isinstance(found_code, dict) else []
+                what = (
+                    f"was made by other code ({'; '.join(changed)})"
+                    if changed
+                    else "belongs to a different scenario (or overrides, or code)"
+                )
                 raise LdpsimError(
-                    f"the checkpoint '{self.path}' belongs to a different scenario (or overrides, or ldpsim version)",
+                    f"the checkpoint '{self.path}' {what}",
                     field="--resume",
                     hint="remove that folder, or drop --resume and write to another output",
                 )
         else:
             self.path.mkdir()
-            _write_atomic(manifest, json.dumps({"fingerprint": self.fingerprint, "scenario": scenario.name}).encode())
+            record = {"fingerprint": self.fingerprint, "scenario": scenario.name, "code": code}
+            _write_atomic(manifest, json.dumps(record, indent=1).encode())
 
     def _file(self, key: tuple[int, ...]) -> Path:
         return self.path / ("task-" + "-".join(str(int(k)) for k in key) + ".npz")
@@ -113,6 +132,24 @@ class Checkpoint:
 
     def __len__(self) -> int:
         return sum(1 for _ in self.path.glob("task-*.npz"))
+
+
+def _code_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What differs between two code identities, in words (empty if they agree)."""
+    changes = []
+    for key in sorted(set(old) | set(new)):
+        before, after = old.get(key), new.get(key)
+        if before == after:
+            continue
+        if key == "code_sha256":
+            changes.append("source files edited")
+        elif key == "distributions" and isinstance(before, dict) and isinstance(after, dict):
+            for name in sorted(set(before) | set(after)):
+                if before.get(name) != after.get(name):
+                    changes.append(f"{name} {before.get(name)} -> {after.get(name)}")
+        else:
+            changes.append(f"{key} {before} -> {after}")
+    return changes
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

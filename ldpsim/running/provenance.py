@@ -1,58 +1,188 @@
-"""Provenance of a run: what was run, with which code, stored as the results' attributes."""
+"""Provenance of a run: what was run, with which code, as the results' attributes.
+
+The code is identified twice over: by version (ldpsim's from git through
+setuptools-scm, numpy's, scipy's, xarray's and each plugin distribution's) and
+by ``code_sha256``, a digest of the files of ldpsim and of the packages of the
+plugins the scenario uses, as they are on disk. The digest catches what a
+version misses: an uncommitted edit, or an editable install whose recorded
+version is that of the commit it was installed at. Checkpoints use the same
+identity (:func:`code_identity`) to refuse resuming with other code.
+
+No attribute holds an absolute path, so a results file can be shared: the
+scenario is recorded by its file name and the sha256 of its text, and dataset
+descriptions name data files relative to the scenario's folder.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import platform
+import sys
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..plugin.registry import get_registry
-from .build import Builder
+from ..model.params import Configurable, _show
+from ..plugin.registry import Entry, get_registry
+from .build import Builder, Setup
 from .scenario import Scenario
 
+#: libraries whose version the results record (numpy and scipy also enter checkpoint fingerprints)
+LIBRARIES = ("numpy", "scipy", "xarray")
 
-def provenance(scenario: Scenario, *, wall_seconds: float = float("nan")) -> dict[str, Any]:
-    """The results' attributes: the scenario and its overrides, the seed, every plugin used with its version."""
-    from .. import __version__
 
+def setups_of(scenario: Scenario) -> list[Setup]:
+    """The concrete objects of every sweep point (built once by the scenario's builder)."""
     builder = scenario.builder or Builder(scenario.base_dir)
-    setups = [builder.setup(point) for point in scenario.points()]
-    domain = setups[0].domain
-    plugins: dict[str, dict[str, Any]] = {}
-    datasets: dict[str, None] = {}  # descriptions in order of first use, once each
+    return [builder.setup(point) for point in scenario.points()]
+
+
+def used_plugins(setups: Sequence[Setup]) -> dict[str, Entry]:
+    """The registry entries of every dataset, mechanism, estimator and metric used, by ``kind:name``."""
     registry = get_registry()
+    used: dict[str, Entry] = {}
+    for setup in setups:
+        objects = [setup.dataset, *setup.estimators.values(), *setup.metrics.values()]
+        for cohort in setup.cohorts:
+            objects += [*cohort.plan, *([cohort.dataset] if cohort.dataset is not None else [])]
+        for obj in objects:
+            entry = registry.get(obj.kind, obj.name)
+            used[f"{entry.kind}:{entry.name}"] = entry
+    return used
+
+
+def code_identity(plugins: Iterable[Entry]) -> dict[str, Any]:
+    """Everything about the code a task's numbers depend on: versions and a digest of the source files.
+
+    Parameters
+    ----------
+    plugins
+        The plugins a scenario uses (:func:`used_plugins`); their packages are digested with ldpsim's.
+
+    Returns
+    -------
+    dict
+        ``ldpsim`` (version), ``python``, ``numpy``, ``scipy``, ``distributions`` (each plugin
+        distribution's version, by name) and ``code_sha256``.
+    """
+    entries = list(plugins)
+    distributions = {e.distribution: e.version for e in entries if e.distribution is not None}
+    modules = ["ldpsim", *(e.cls.__module__ for e in entries)]
+    return {
+        "ldpsim": _version("ldpsim"),
+        "python": platform.python_version(),
+        "numpy": _version("numpy"),
+        "scipy": _version("scipy"),
+        "distributions": dict(sorted(distributions.items())),
+        "code_sha256": code_sha256(modules),
+    }
+
+
+def code_sha256(modules: Iterable[str]) -> str:
+    """A digest of the files of the top-level packages (or single-file modules) that hold ``modules``.
+
+    Files are read as they are on disk now (``__pycache__`` aside), in a fixed order, each with
+    its path inside its package, so an edit, an added or a removed file changes the digest.
+    """
+    digest = hashlib.sha256()
+    for top in sorted({name.partition(".")[0] for name in modules}):
+        for rel, path in _files(top):
+            digest.update(f"{top}/{rel}\0".encode())
+            digest.update(path.read_bytes())
+            digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _files(top: str) -> list[tuple[str, Path]]:
+    module = sys.modules.get(top)
+    roots = list(getattr(module, "__path__", None) or [])
+    if not roots:
+        file = getattr(module, "__file__", None)
+        return [(Path(file).name, Path(file))] if file else []
+    found = []
+    for root in map(Path, roots):
+        for path in root.rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+                found.append((path.relative_to(root).as_posix(), path))
+    return sorted(found)
+
+
+def _version(distribution: str) -> str:
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def provenance(
+    scenario: Scenario, setups: Sequence[Setup] | None = None, *, wall_seconds: float = float("nan")
+) -> dict[str, Any]:
+    """The results' attributes: the scenario and its overrides, the seed, the code, every plugin used.
+
+    Parameters
+    ----------
+    scenario
+        The scenario that was run.
+    setups
+        Its sweep points' setups (built from ``scenario`` if not given).
+    wall_seconds
+        How long the run took.
+
+    Returns
+    -------
+    dict
+        netCDF-ready attributes: strings, numbers, and JSON text for the structured ones.
+    """
+    setups = setups_of(scenario) if setups is None else setups
+    domain = setups[0].domain
+    used = used_plugins(setups)
+    plugins = {
+        key: {"plugin": e.plugin, "distribution": e.distribution, "version": e.version} for key, e in used.items()
+    }
+    datasets: dict[str, None] = {}  # descriptions in order of first use, once each
     for setup in setups:
         for data in (setup.dataset, *(c.dataset for c in setup.cohorts if c.dataset is not None)):
-            datasets[data.description] = None
-        used = [setup.dataset, *setup.estimators.values(), *setup.metrics.values()]
-        used += [m for c in setup.cohorts for m in c.plan]
-        for obj in used:
-            entry = registry.get(obj.kind, obj.name)
-            plugins[f"{entry.kind}:{entry.name}"] = {
-                "plugin": entry.plugin,
-                "distribution": entry.distribution,
-                "version": entry.version,
-            }
+            datasets[_relative(data.description, data, scenario.base_dir)] = None
+    code = code_identity(used.values())
+    text = scenario.text if scenario.text is not None else json.dumps(scenario.document, default=str)
     return {
         "title": scenario.name,
         "description": scenario.description,
-        "ldpsim_version": __version__,
+        "ldpsim_version": code["ldpsim"],
+        "code_sha256": code["code_sha256"],
         "seed": np.int64(scenario.seed),
         "repetitions": np.int64(scenario.repetitions),
         "sweeps": json.dumps({a.name: list(a.paths) for a in scenario.axes}),
         "domain": json.dumps(domain.spec()),
         "plugins": json.dumps(plugins, sort_keys=True),
+        "distributions": json.dumps(code["distributions"]),
         "datasets": json.dumps(list(datasets)),
-        "scenario": scenario.text if scenario.text is not None else json.dumps(scenario.document, default=str),
-        "scenario_source": str(scenario.source) if scenario.source else "mapping",
-        "scenario_dir": str(scenario.base_dir),
+        "scenario": text,
+        "scenario_source": scenario.source.name if scenario.source is not None else "mapping",
+        "scenario_sha256": hashlib.sha256(text.encode()).hexdigest(),
         "overrides": json.dumps(list(scenario.overrides)),
         "resolved_scenario": scenario.resolved_json(),
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
+        "python": code["python"],
+        **{library: _version(library) for library in LIBRARIES},
         "wall_seconds": float(wall_seconds),
     }
+
+
+def _relative(text: str, plugin: Configurable, base_dir: Path) -> str:
+    """``text`` with the plugin's data files named relative to the scenario's folder, as the scenario names them.
+
+    Both the full path and the shortened form a plugin's ``repr`` shows (the default description)
+    are replaced, so no absolute path, not even the start of one, is left.
+    """
+    for key, param in plugin.parameters().items():
+        value = getattr(plugin, key, None)
+        if "path" in param.kinds and isinstance(value, Path) and value.is_relative_to(base_dir):
+            text = text.replace(_show(value), _show(value.relative_to(base_dir)))
+    return text.replace(f"{base_dir}{os.sep}", "")

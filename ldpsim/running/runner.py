@@ -12,28 +12,94 @@ from typing import Any
 
 import xarray as xr
 
+from ..base.errors import LdpsimError, ParameterError
 from ..estimation.unbiased import check_unbiased_memory
+from ..plugin.executor import Executor
+from ..plugin.registry import get_registry
 from ..results.assemble import Layout, assemble
+from ..results.io import check_output, save_results
 from ..results.variables import declared
 from .build import Builder
 from .checkpoint import Checkpoint
-from .executors import check as check_executor
-from .executors import run_all
 from .paths import parse_override
 from .provenance import provenance
 from .scenario import Scenario, load_scenario
 from .simulation import check_simulation_memory
 from .tasks import Task, TaskResult, run_task, simulate, tasks
 
-__all__ = ["Task", "TaskResult", "execute", "preflight", "run_scenario", "run_task", "simulate", "tasks"]
+__all__ = [
+    "Task",
+    "TaskResult",
+    "execute",
+    "make_executor",
+    "preflight",
+    "run_scenario",
+    "run_task",
+    "simulate",
+    "tasks",
+]
 
 Progress = Callable[[int, int], None]
+
+
+class _TaskRunner:
+    """:func:`run_task` with the run's plugin instances in this process; a copy sent elsewhere builds its own.
+
+    Executors receive this as their function: it pickles without the builder, whose
+    plugins may hold large data (and need not pickle at all).
+    """
+
+    def __init__(self, builder: Builder | None) -> None:
+        self.builder = builder
+
+    def __call__(self, task: Task) -> TaskResult:
+        return run_task(task, self.builder)
+
+    def __reduce__(self) -> tuple[type, tuple[None]]:
+        return (_TaskRunner, (None,))
+
+
+def make_executor(executor: str | Executor, *, jobs: int | None = None, **options: Any) -> Executor:
+    """The executor named ``executor`` in the registry, with the options given (None: not given).
+
+    An :class:`ldpsim.Executor` instance is returned as it is (its options were given to it);
+    ``jobs=N`` is short for ``processes`` with N workers (``serial`` for 1). Raises a one-line
+    :class:`ldpsim.LdpsimError` whose field is the option at fault for an unknown executor, an
+    option it does not take, or an invalid value.
+    """
+    if jobs is not None:
+        executor, options["workers"] = ("processes", jobs) if jobs > 1 else ("serial", None)
+    given = {key: value for key, value in options.items() if value is not None}
+    if isinstance(executor, Executor):
+        if given:
+            key = next(iter(given))
+            raise LdpsimError(
+                "is given beside an executor instance", field=key, hint=f"give {key} to the executor's constructor"
+            )
+        return executor
+    registry = get_registry()
+    try:
+        cls: type[Executor] = registry.get("executor", executor).cls
+    except LdpsimError as exc:
+        raise exc.at("executor") from None
+    for key in given:
+        if key not in cls.parameters():
+            takers = [e.name for e in registry.entries("executor") if key in e.cls.parameters()]
+            if not takers:
+                raise ParameterError("no installed executor takes it", field=key, hint=f"leave the {key} out")
+            names = " or ".join(takers)
+            raise ParameterError(
+                f"only applies to the {names} executor, not {executor}",
+                field=key,
+                hint=f"use the {names} executor, or leave the {key} out",
+            )
+    return cls(**given)
 
 
 def execute(
     scenario: Scenario,
     *,
-    executor: str = "serial",
+    executor: str | Executor = "serial",
     workers: int | None = None,
     scheduler: str | None = None,
     jobs: int | None = None,
@@ -42,15 +108,13 @@ def execute(
 ) -> xr.Dataset:
     """Run every task of a loaded scenario and assemble the results.
 
-    ``executor`` is ``serial``, ``processes`` (``workers`` processes, default:
-    the CPUs) or ``dask`` (the cluster at ``scheduler``, or a local one of
-    ``workers`` processes); ``jobs=N`` is short for N processes. With a
-    ``checkpoint``, its finished tasks are not run again and every task that
-    finishes is saved to it. The numbers never depend on these choices.
+    ``executor`` names a registered executor (``serial``, ``processes``, ``dask``, or a
+    plugin's) given ``workers`` and ``scheduler`` if set, or is an :class:`ldpsim.Executor`;
+    ``jobs=N`` is short for N processes. With a ``checkpoint``, its finished tasks are not
+    run again and every task that finishes is saved to it. The numbers never depend on
+    these choices.
     """
-    if jobs is not None:
-        executor, workers = ("processes" if jobs > 1 else "serial"), jobs
-    check_executor(executor, workers, scheduler)
+    runner = make_executor(executor, jobs=jobs, workers=workers, scheduler=scheduler)
     todo = tasks(scenario)
     preflight(scenario)
     done = checkpoint.load() if checkpoint is not None else {}
@@ -59,16 +123,16 @@ def execute(
     if progress:
         progress(len(results), len(todo))
     rest = [t for t in todo if t.key not in done]
-    for result in run_all(
-        rest, run_task, executor=executor, workers=workers, scheduler=scheduler, builder=scenario.builder
-    ):
+    for result in runner.run(_TaskRunner(scenario.builder), rest) if rest else ():
         if checkpoint is not None:
             checkpoint.save(result)
         results.append(result)
         if progress:
             progress(len(results), len(todo))
-    wall_seconds = time.perf_counter() - started
-    return assemble(layout(scenario), results, attrs=provenance(scenario, wall_seconds=wall_seconds))
+    if len(results) != len(todo):
+        raise RuntimeError(f"executor '{runner.name}' returned {len(results)} results for {len(todo)} tasks")
+    attrs = provenance(scenario, wall_seconds=time.perf_counter() - started)
+    return assemble(layout(scenario), results, attrs=attrs)
 
 
 def layout(scenario: Scenario) -> Layout:
@@ -93,8 +157,10 @@ def run_scenario(
     source: str | os.PathLike | Mapping[str, Any],
     *,
     set: Sequence[str] = (),  # noqa: A002  (mirrors the CLI's --set)
+    output: str | os.PathLike | None = None,
+    resume: bool = False,
     jobs: int | None = None,
-    executor: str = "serial",
+    executor: str | Executor = "serial",
     workers: int | None = None,
     scheduler: str | None = None,
     progress: Progress | None = None,
@@ -102,11 +168,50 @@ def run_scenario(
 ) -> xr.Dataset:
     """Run a scenario file or mapping and return its results as an xarray Dataset.
 
-    Keyword overrides set top-level fields (``users=1000``); nested fields use
-    ``__`` for dots (``cohorts__all__reports__0__eps=2``) or ``set=["path=value"]``.
-    ``executor``, ``workers``, ``scheduler`` and ``jobs`` are those of :func:`execute`.
+    Parameters
+    ----------
+    source
+        A scenario TOML file, or the scenario as a mapping.
+    set
+        Overrides as ``"path=value"`` strings, as the CLI's ``--set``.
+    output
+        If given, the results are also written there as netCDF4, atomically (a reader sees the
+        old file or the complete new one). Finished tasks are kept in ``<output>.partial/``
+        meanwhile, so an interrupted run can resume; that checkpoint is removed once the
+        results are written, and also when the run stops before any task finished.
+    resume
+        Run only the tasks an interrupted run with the same ``output`` did not finish. Without
+        it an existing checkpoint is refused (it may hold hours of work); with it, so is a
+        checkpoint of another scenario, of other overrides or of other code.
+    jobs, executor, workers, scheduler
+        Where the tasks run (see :func:`execute`). The numbers never depend on it.
+    progress
+        Called as ``progress(done, total)`` as tasks finish.
+    **overrides
+        Top-level fields (``users=1000``); nested fields use ``__`` for dots
+        (``cohorts__all__reports__0__eps=2``).
+
+    Returns
+    -------
+    xarray.Dataset
+        The results, with their provenance as attributes.
     """
+    runner = make_executor(executor, jobs=jobs, workers=workers, scheduler=scheduler)  # bad options: before any work
+    if resume and output is None:
+        raise LdpsimError("needs an output to resume", field="resume", hint="give the output of the interrupted run")
     merged: dict[str, Any] = dict(parse_override(text) for text in set)
     merged.update({k.replace("__", "."): v for k, v in overrides.items()})
     scenario = load_scenario(source, merged)
-    return execute(scenario, executor=executor, workers=workers, scheduler=scheduler, jobs=jobs, progress=progress)
+    if output is None:
+        return execute(scenario, executor=runner, progress=progress)
+    target = check_output(output)
+    checkpoint = Checkpoint(target, scenario, resume=resume)
+    try:
+        ds = execute(scenario, executor=runner, checkpoint=checkpoint, progress=progress)
+    except BaseException:
+        if not len(checkpoint):
+            checkpoint.remove()  # nothing to resume: leave no trace
+        raise  # finished tasks stay in the checkpoint; a run without resume refuses to discard them
+    save_results(ds, target)
+    checkpoint.remove()
+    return ds

@@ -1,0 +1,1 @@
+"""Built-in executors: this process, a local process pool, a Dask cluster."""

@@ -1,0 +1,77 @@
+"""The ``dask`` executor: tasks on a Dask distributed cluster, local or running elsewhere.
+
+Workers of a remote cluster need ldpsim, the plugins the scenario uses and its
+data files, installed at the same paths. dask.distributed is imported only when
+a run uses this executor (``pip install 'ldpsim[dask]'``). Its clients are not
+made dask's default: a run leaves dask's configuration as it found it (a client
+left as the default, say by a failed connection, would send xarray's later file
+writes to that cluster's locks).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from ldpsim import Executor, LdpsimError, Param, ParameterError, hookimpl
+
+
+class Dask(Executor):
+    """A Dask distributed cluster, a new local one or a running one; needs ldpsim[dask]."""
+
+    name = "dask"
+    workers = Param("int", None, ge=1, doc="worker processes of a new local cluster (default: the CPUs)")
+    scheduler = Param(
+        "str", None, doc="address of a running scheduler, e.g. tcp://10.0.0.5:8786 (default: a new local cluster)"
+    )
+
+    def _validate(self) -> None:
+        if self.scheduler is not None and self.workers is not None:
+            raise ParameterError(
+                "a running cluster has the workers it was started with",
+                field="workers",
+                hint="leave out workers, or the scheduler to start a local cluster of that many workers",
+            )
+
+    def run(self, function: Callable[[Any], Any], tasks: Sequence[Any]) -> Iterator[Any]:
+        try:
+            from distributed import Client, LocalCluster, as_completed
+        except ImportError:
+            raise LdpsimError("the dask executor needs dask.distributed: pip install 'ldpsim[dask]'") from None
+        cluster = None
+        try:
+            if self.scheduler is None:
+                cluster = LocalCluster(
+                    n_workers=min(self.workers or self.cpus(), len(tasks)),
+                    threads_per_worker=1,
+                    processes=True,
+                    host="127.0.0.1",
+                    dashboard_address=None,
+                    silence_logs=logging.ERROR,
+                )
+                client = Client(cluster, set_as_default=False)
+            else:
+                try:
+                    client = Client(self.scheduler, timeout="10s", set_as_default=False)
+                except (OSError, TimeoutError, ValueError) as exc:  # ValueError: a malformed address
+                    raise LdpsimError(
+                        f"cannot reach the dask scheduler at {self.scheduler} ({exc})",
+                        field="scheduler",
+                        hint="check the address, or leave out the scheduler to start a local cluster",
+                    ) from None
+            with client:
+                futures = client.map(function, tasks, pure=False)
+                try:
+                    for future in as_completed(futures, loop=client.loop):
+                        yield future.result()
+                finally:
+                    client.cancel(futures)
+        finally:
+            if cluster is not None:
+                cluster.close()
+
+
+@hookimpl
+def register_executors(register):
+    register(Dask)
