@@ -29,6 +29,8 @@ SKIP_ATTRS = {
     "created",
     "wall_seconds",
     "ldpsim_version",
+    "code_sha256",
+    "distributions",
     "scenario_source",
     "scenario_dir",
     "scenario_sha256",

@@ -256,6 +256,28 @@ def test_check_estimate_detects_results_it_cannot_reproduce(tmp_path):
     assert result.exit_code == 2 and "gives other true values than the file holds" in result.stderr
 
 
+def test_check_estimate_finds_data_files_from_the_scenario_folder(tmp_path, monkeypatch):
+    """Results name no absolute path: the scenario's folder is where its data paths start, given or current."""
+    study = tmp_path / "study"
+    (study / "data").mkdir(parents=True)
+    (study / "data" / "people.csv").write_text((ROOT / "tests" / "data" / "people.csv").read_text())
+    (study / "s.toml").write_text(
+        'users = 200\nestimators = ["ibu"]\nmetrics = ["tv"]\n'
+        '[domain]\nkind = "integers"\nlow = 0\nhigh = 99\n'
+        '[dataset]\nname = "csv"\npath = "data/people.csv"\ncolumn = "age"\nreplace = true\n'
+        '[cohorts.all]\nreports = [{ mechanism = "krr", eps = 1 }]\n'
+    )
+    out = tmp_path / "r.nc"
+    assert runner.invoke(app, ["run", str(study / "s.toml"), "-o", str(out), "-e", "serial", "-q"]).exit_code == 0
+    monkeypatch.chdir(tmp_path)
+    elsewhere = runner.invoke(app, ["check", "estimate", str(out)])
+    assert elsewhere.exit_code == 2 and "data/people.csv" in elsewhere.stderr
+    given = runner.invoke(app, ["check", "estimate", str(out), "--scenario-dir", str(study)])
+    assert given.exit_code == 0, given.stderr
+    monkeypatch.chdir(study)
+    assert runner.invoke(app, ["check", "estimate", str(out)]).exit_code == 0
+
+
 @pytest.fixture(scope="module")
 def quick_results(tmp_path_factory):
     from ldpsim.results.io import save_results

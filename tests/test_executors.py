@@ -17,8 +17,8 @@ import ldpsim
 from ldpsim import Executor, LdpsimError, Param, Registry, hookimpl
 from ldpsim.output.cli import app, executor_help
 from ldpsim.results.io import open_results
-from ldpsim.running.checkpoint import Checkpoint, checkpoint_dir, finished_tasks
 from ldpsim.running import provenance
+from ldpsim.running.checkpoint import Checkpoint, checkpoint_dir, finished_tasks
 from ldpsim.running.runner import execute, run_task, tasks
 from ldpsim.running.scenario import load_scenario
 
@@ -265,6 +265,8 @@ def test_a_third_party_executor_runs_a_scenario_to_the_same_numbers(serial, thir
     with pytest.raises(LdpsimError, match=r"^scheduler: only applies to the dask executor, not reversed"):
         ldpsim.run_scenario(SWEEP, executor="reversed", scheduler="tcp://h:1")
     assert "reversed: Last task first" in executor_help()
+    shown = " ".join(cli.invoke(app, ["run", "--help"]).output.replace("│", " ").split())
+    assert "reversed: Last task first" in shown and "serial: One task after the other" in shown
 
 
 def test_an_executor_instance_runs_as_given(serial):

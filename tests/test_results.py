@@ -6,7 +6,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -167,9 +166,3 @@ metrics = ["tv"]
     mapping = ldpsim.run_scenario({**GRID, "sweep": {}, "repetitions": 1}).attrs
     assert mapping["scenario_source"] == "mapping"
     assert mapping["scenario_sha256"] == hashlib.sha256(mapping["scenario"].encode()).hexdigest()
-
-
-def test_the_results_layer_does_not_import_the_running_layer():
-    code = "import sys, ldpsim.results.assemble; print([m for m in sys.modules if m.startswith('ldpsim.running')])"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "[]"

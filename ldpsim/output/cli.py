@@ -7,7 +7,6 @@ with code 2; nothing is written in that case.
 from __future__ import annotations
 
 import json
-import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -28,7 +27,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
-from typer.core import TyperCommand
+from typer.core import TyperCommand, TyperOption
 
 from ..base.errors import LdpsimError, did_you_mean
 from ..plugin.registry import KINDS, PluginWarning, get_registry
@@ -84,7 +83,7 @@ class _RunCommand(TyperCommand):
 
     def format_help(self, ctx, formatter) -> None:  # noqa: ANN001
         for param in self.params:
-            if param.name == "executor":
+            if isinstance(param, TyperOption) and param.name == "executor":
                 param.help = executor_help()
         super().format_help(ctx, formatter)
 
@@ -352,15 +351,21 @@ def check_mechanism_cmd(
 
 
 @check_app.command("estimate")
-def check_estimate_cmd(results: Annotated[Path, typer.Argument(help="results file written by `ldpsim run`")]) -> None:
+def check_estimate_cmd(
+    results: Annotated[Path, typer.Argument(help="results file written by `ldpsim run`")],
+    scenario_dir: Annotated[
+        Path | None,
+        typer.Option(help="folder of the scenario file, where its relative data paths start (default: this one)"),
+    ] = None,
+) -> None:
     """For each estimate: is it an MLE (KKT), is L strictly concave, is the MLE unique."""
     from ..results.io import open_results
     from ..running.recheck import check_results
 
     with user_errors():
         ds = open_results(results)
-        rows = check_results(ds)
-    sweeps = [d for d in ds["error"].dims if d not in ("metric", "estimator", "rep")]
+        rows = check_results(ds, scenario_dir)
+    sweeps = [str(d) for d in ds["error"].dims if d not in ("metric", "estimator", "rep")]
     groups: dict[tuple, list] = {}
     for row in rows:
         groups.setdefault(tuple(row[d] for d in sweeps) + (row["estimator"],), []).append(row["report"])
@@ -431,4 +436,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    main()

@@ -123,9 +123,10 @@ class Checkpoint:
 
     def save(self, result: TaskResult) -> None:
         """Keep one finished task (atomically: a reader never sees half a file)."""
-        arrays = {name: np.asarray(value) for name, value in result.values.items()}
+        arrays: dict[str, Any] = {name: np.asarray(value) for name, value in result.values.items()}
+        arrays[_KEY] = np.asarray(result.key, dtype=np.int64)
         with atomic_path(self._file(result.key), suffix=".npz") as tmp:
-            np.savez(tmp, **{_KEY: np.asarray(result.key, dtype=np.int64)}, **arrays)
+            np.savez(tmp, **arrays)
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)

@@ -8,6 +8,8 @@ reproducible), which takes the running layer, hence this module's place.
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,7 +21,7 @@ from .runner import simulate, tasks
 from .scenario import load_scenario
 
 
-def check_results(ds: xr.Dataset) -> list[dict[str, Any]]:
+def check_results(ds: xr.Dataset, base_dir: str | os.PathLike | None = None) -> list[dict[str, Any]]:
     """:func:`~ldpsim.theory.diagnostics.check_estimate` for every estimate of a results dataset.
 
     The regenerated true values are compared with the stored ones first, so
@@ -31,6 +33,10 @@ def check_results(ds: xr.Dataset) -> list[dict[str, Any]]:
     ds
         Results of :func:`ldpsim.run_scenario` (or ``ldpsim run``), with their
         ``resolved_scenario`` attribute.
+    base_dir
+        The folder the scenario's relative data paths start from, as when it ran: results
+        name no absolute path, so by default the current folder (files written before that
+        change record theirs as ``scenario_dir``).
 
     Returns
     -------
@@ -45,12 +51,12 @@ def check_results(ds: xr.Dataset) -> list[dict[str, Any]]:
     """
     try:
         doc = json.loads(ds.attrs["resolved_scenario"])
-        base_dir = ds.attrs.get("scenario_dir")
+        folder = base_dir if base_dir is not None else ds.attrs.get("scenario_dir")
     except (KeyError, ValueError):
         raise LdpsimError(
             "the results file has no resolved scenario", hint="give a file written by `ldpsim run`"
         ) from None
-    scenario = load_scenario(doc, base_dir=base_dir)
+    scenario = load_scenario(doc, base_dir=None if folder is None else Path(folder))
     sweeps = [a.name for a in scenario.axes]
     estimators = [str(e) for e in ds["estimator"].values]
     rows = []

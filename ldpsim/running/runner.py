@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import xarray as xr
@@ -79,7 +80,8 @@ def make_executor(executor: str | Executor, *, jobs: int | None = None, **option
         return executor
     registry = get_registry()
     try:
-        cls: type[Executor] = registry.get("executor", executor).cls
+        cls = registry.get("executor", executor).cls
+        assert issubclass(cls, Executor)  # the registry admits only Executor subclasses as executors
     except LdpsimError as exc:
         raise exc.at("executor") from None
     for key in given:
@@ -201,7 +203,7 @@ def run_scenario(
         raise LdpsimError("needs an output to resume", field="resume", hint="give the output of the interrupted run")
     merged: dict[str, Any] = dict(parse_override(text) for text in set)
     merged.update({k.replace("__", "."): v for k, v in overrides.items()})
-    scenario = load_scenario(source, merged)
+    scenario = load_scenario(source if isinstance(source, Mapping) else Path(source), merged)
     if output is None:
         return execute(scenario, executor=runner, progress=progress)
     target = check_output(output)
