@@ -62,8 +62,25 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     err.print(f"{label}: {message}", markup=False, soft_wrap=True)
 
 
+def _print_version(value: bool) -> None:
+    """``--version``: the installed distribution's version (setuptools-scm derives it from git)."""
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            text = version("ldpsim")
+        except PackageNotFoundError:  # a source tree that is not installed
+            text = "0+unknown"
+        out.print(f"ldpsim {text}", markup=False)
+        raise typer.Exit()
+
+
 @app.callback()
-def _setup() -> None:
+def _setup(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="print the version and exit")
+    ] = False,
+) -> None:
     warnings.showwarning = _show_warning
 
 
