@@ -143,7 +143,7 @@ def test_list_shows_names_plugins_descriptions_and_parameters():
 
 def test_list_unknown_kind():
     result = runner.invoke(app, ["list", "mechanismz"])
-    assert result.exit_code == 2 and "unknown kind 'mechanismz'; did you mean 'mechanisms'?" in result.stderr
+    assert result.exit_code == 2 and "unknown plugin or kind 'mechanismz'; did you mean 'mechanisms'?" in result.stderr
 
 
 def test_show_summarizes_a_results_file(tmp_path):

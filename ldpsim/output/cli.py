@@ -29,7 +29,7 @@ from rich.progress import (
 from rich.table import Table
 from typer.core import TyperCommand, TyperOption
 
-from ..base.errors import LdpsimError, did_you_mean
+from ..base.errors import LdpsimError
 from ..plugin.registry import KINDS, PluginWarning, get_registry
 
 USER_ERROR = 2
@@ -216,17 +216,28 @@ def run(
 
 @app.command("list")
 def list_plugins(
-    kind: Annotated[str | None, typer.Argument(help="mechanisms, estimators, datasets, metrics or executors")] = None,
+    kind: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[KIND|NAME]", help="mechanisms, estimators, datasets, metrics or executors; or a plugin's name"
+        ),
+    ] = None,
+    name: Annotated[
+        str | None, typer.Argument(help="a plugin of KIND, documented in full (e.g. `list mechanism krr`)")
+    ] = None,
 ) -> None:
-    """List the installed mechanisms, estimators, datasets, metrics and executors."""
+    """List the installed plugins, or document one: `ldpsim list krr`."""
     with user_errors():
         registry = get_registry()
         kinds = list(KINDS)
         if kind is not None:
-            singular = kind[:-1] if kind.endswith("s") else kind
-            if singular not in KINDS:
-                raise LdpsimError(f"unknown kind '{kind}'", hint=did_you_mean(kind, [k + "s" for k in KINDS]))
-            kinds = [singular]
+            from .plugin_doc import find_entries
+
+            singular, documented = find_entries(registry, kind, name)
+            if documented:
+                _document_plugins(documented)
+                return
+            kinds = [str(singular)]
     for k in kinds:
         out.print(f"[bold]{k}s[/bold]")
         for entry in registry.entries(k):
@@ -244,6 +255,17 @@ def list_plugins(
                     soft_wrap=True,
                 )
         out.print()
+
+
+def _document_plugins(entries: list) -> None:
+    """Print the full documentation of each entry (``ldpsim list NAME``)."""
+    from .plugin_doc import describe
+
+    for i, entry in enumerate(entries):
+        if i:
+            out.print()
+        for line in describe(entry):
+            out.print(line, markup=False, soft_wrap=True)
 
 
 @app.command()
