@@ -41,6 +41,21 @@ def plan_matrix(plan: Sequence[Mechanism]) -> np.ndarray:
     return joint
 
 
+def inversion_bytes(plan: Sequence[Mechanism]) -> float | None:
+    """Bytes matrix inversion takes on ``plan``: three copies of its (|X|, prod |Z_j|) matrix.
+
+    None when the plan needs no matrix (a mechanism with its own unbiased estimate) or its
+    mechanisms cannot tell their output count without building it.
+    """
+    if len(plan) == 1 and plan[0].capabilities.unbiased_estimate:
+        return None
+    counts = [mech.output_count() for mech in plan]
+    if any(c is None for c in counts):
+        return None
+    joint = float(np.prod(np.array(counts, dtype=float)))
+    return 3 * 8.0 * plan[0].domain.size * joint
+
+
 def check_unbiased_memory(plans: Sequence[Sequence[Mechanism]]) -> None:
     """Refuse, before a run, plans whose matrices :func:`unbiased_estimate` could not hold in memory.
 
@@ -49,15 +64,13 @@ def check_unbiased_memory(plans: Sequence[Sequence[Mechanism]]) -> None:
     building the matrix, are left to the checks made when the matrix is built.
     """
     for plan in plans:
-        if len(plan) == 1 and plan[0].capabilities.unbiased_estimate:
+        nbytes = inversion_bytes(plan)
+        if nbytes is None:
             continue
-        counts = [mech.output_count() for mech in plan]
-        if any(c is None for c in counts):
-            continue
-        joint = float(np.prod(np.array(counts, dtype=float)))
+        joint = nbytes / (3 * 8.0 * plan[0].domain.size)
         size = plan[0].domain.size
         require_memory(
-            3 * 8.0 * size * joint,
+            nbytes,
             f"matrix inversion on the {size} x {joint:.0f} matrix of [{', '.join(m.name for m in plan)}]",
             hint="drop the inversion estimators (ibu uses the mechanisms' structured likelihoods), or use fewer values",
         )

@@ -75,9 +75,13 @@ class Dataset(OnDomain):
         self._require_values(n)
         return np.bincount(self.sample(n, rng), minlength=self.domain.size)
 
+    def _values_bytes(self, n: int) -> int:
+        """Bytes that drawing ``n`` values one by one takes (the values and their sorted copy)."""
+        return 2 * 8 * n
+
     def _require_values(self, n: int) -> None:
         require_memory(
-            2 * 8 * n,
+            self._values_bytes(n),
             f"drawing the values of {n} users one by one from {self!r}",
             hint="use fewer users, or a dataset that draws counts per value (the synthetic ones do)",
         )

@@ -174,10 +174,22 @@ def run(
         bool, typer.Option("--resume", help="skip the runs an interrupted run finished (kept in <output>.partial)")
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar or summary")] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="check the scenario; print it, its runs, memory and time from one timed run; write nothing",
+        ),
+    ] = False,
 ) -> None:
     """Run a scenario and write its results as netCDF4."""
     from ..running.checkpoint import checkpoint_dir, finished_tasks
     from ..running.runner import run_scenario
+
+    if dry_run:
+        with user_errors(f"{scenario}: "), run_flags():
+            _dry_run(scenario, set_, executor or ("dask" if scheduler else "processes"), workers, scheduler)
+        return
 
     target = output if output is not None else Path(f"{scenario.stem}.nc")
     started = time.perf_counter()
@@ -212,6 +224,56 @@ def run(
         markup=False,
         soft_wrap=True,
     )
+
+
+def _dry_run(scenario: Path, overrides: list[str], executor: str, workers: int | None, scheduler: str | None) -> None:
+    """``run --dry-run``: the resolved scenario, its runs, memory and estimated time; nothing written."""
+    from ..base.memory import format_bytes
+    from ..running.dry_run import dry_run
+    from ..running.paths import parse_override
+    from ..running.runner import make_executor
+    from ..running.scenario import load_scenario
+
+    runner = make_executor(executor, workers=workers, scheduler=scheduler)
+    loaded = load_scenario(scenario, dict(parse_override(text) for text in overrides))
+    out.print("# the resolved scenario (defaults filled in, overrides applied)", markup=False)
+    out.print(json.dumps(loaded.document, indent=2, default=str), markup=False, soft_wrap=True)
+    err.print("timing one run of the first sweep point...", markup=False)
+    size = dry_run(loaded)
+    parallel = 1 if runner.name == "serial" else (getattr(runner, "workers", None) or runner.cpus())
+    axes = ", ".join(f"{a.name}: {len(a.values)}" for a in loaded.axes)
+    points = f"{size.points} sweep point{_s(size.points)}" + (f" ({axes})" if axes else "")
+    out.print(f"runs: {size.runs} = {points} x {size.repetitions} repetition{_s(size.repetitions)}", markup=False)
+    side = f"; {parallel} side by side: {format_bytes(parallel * size.run_bytes)}" if parallel > 1 else ""
+    out.print(
+        f"memory: {format_bytes(size.run_bytes)} per run at most (simulation and matrix inversion{side}),"
+        f" {format_bytes(size.results_bytes)} of results; {format_bytes(size.available_bytes)} available now",
+        markup=False,
+        soft_wrap=True,
+    )
+    total = size.seconds(parallel)
+    assert size.seconds_per_run is not None and total is not None
+    out.print(
+        f"time: about {_duration(total)} with the {runner.name} executor, {parallel} worker{_s(parallel)}"
+        f" ({_duration(size.seconds_per_run)} for one run of the first point, timed now)",
+        markup=False,
+        soft_wrap=True,
+    )
+    err.print("dry run: nothing was written", markup=False)
+
+
+def _s(n: int) -> str:
+    """The plural ending for ``n`` things."""
+    return "" if n == 1 else "s"
+
+
+def _duration(seconds: float) -> str:
+    """3.2 s, 4.5 min, 2.1 h."""
+    if seconds < 90:
+        return f"{seconds:.2g} s" if seconds < 10 else f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 @app.command("list")

@@ -144,14 +144,32 @@ def counted(plan: Sequence[Mechanism], users: int) -> bool:
     return len(plan) == 1 and users >= plan[0].domain.size and count_matrix(plan[0]) is not None
 
 
+def per_user_bytes(plan: Sequence[Mechanism], users: int) -> int:
+    """Bytes of the distinct reports of ``users`` users of ``plan`` sampled one by one (and their sorted copy)."""
+    return 2 * 8 * plan_width(plan) * distinct_bound(plan, users)
+
+
 def _require_per_user(plan: Sequence[Mechanism], users: int) -> None:
     width = plan_width(plan)
     require_memory(
-        2 * 8 * width * distinct_bound(plan, users),
+        per_user_bytes(plan, users),
         f"the distinct reports of {users} users of {'+'.join(m.name for m in plan)}"
         f" (at worst one per user, {width} integers each)",
         hint="use fewer users, or a single report through a mechanism with finitely many outputs (simulated by counts)",
     )
+
+
+def simulation_bytes(setup: Setup) -> int:
+    """Bytes a simulation of ``setup`` allocates at most: what :func:`check_simulation_memory` checks, added up."""
+    total = 0
+    datasets = [(setup.dataset, setup.users)] + [(c.dataset, c.users) for c in setup.cohorts if c.dataset is not None]
+    for dataset, users in datasets:
+        if not overrides(type(dataset), Dataset, "_sample_counts"):
+            total += dataset._values_bytes(users)
+    for cohort in setup.cohorts:
+        if cohort.users and not counted(cohort.plan, cohort.users):
+            total += per_user_bytes(cohort.plan, cohort.users)
+    return total
 
 
 def check_simulation_memory(setup: Setup) -> None:
