@@ -14,6 +14,7 @@ from ldpsim.base import memory
 from ldpsim.output.cli import app
 from ldpsim.plugin.registry import KINDS
 from ldpsim.running.dry_run import DryRun
+from ldpsim.running.scenario import load_scenario
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.toml"
 
@@ -126,3 +127,42 @@ def test_dry_run_time_is_the_timed_run_times_the_rounds_of_workers():
         seconds_per_run=2.0,
     )
     assert size.seconds(1) == 18.0 and size.seconds(2) == 10.0 and size.seconds(9) == 2.0 and size.seconds(20) == 2.0
+
+
+@pytest.mark.parametrize("template", ["basic", "quickstart"])
+def test_new_writes_a_commented_scenario_that_loads(tmp_path, monkeypatch, template):
+    monkeypatch.chdir(tmp_path)
+    done = runner.invoke(app, ["new", "trial", "--from", template])
+    assert done.exit_code == 0, done.output
+    assert "wrote trial.toml" in done.stderr
+    text = (tmp_path / "trial.toml").read_text()
+    assert text.startswith("# ") and "ldpsim run trial.toml --dry-run" in text and "__" not in text
+    scenario = load_scenario(tmp_path / "trial.toml")
+    assert scenario.name == "trial" and scenario.repetitions == 5
+
+
+def test_new_from_quickstart_is_the_quickstart(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert runner.invoke(app, ["new", "sub/q.toml", "--from", "quickstart"]).exit_code == 2  # no folder: refused
+    assert runner.invoke(app, ["new", "q.toml", "--from", "quickstart"]).exit_code == 0
+    written = load_scenario(tmp_path / "q.toml").document
+    shipped = load_scenario(QUICKSTART).document
+    assert written.pop("name") == "q" and shipped.pop("name") == "quickstart"
+    assert written == shipped
+
+
+def test_new_never_overwrites(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.toml").write_text("# my work\n")
+    done = runner.invoke(app, ["new", "mine"])
+    assert done.exit_code == 2
+    assert done.stderr.strip() == "error: mine.toml already exists; choose another name, or move the file away first"
+    assert (tmp_path / "mine.toml").read_text() == "# my work\n"
+
+
+def test_new_unknown_template(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    done = runner.invoke(app, ["new", "x", "--from", "quickstrt"])
+    assert done.exit_code == 2
+    assert done.stderr.strip() == "error: --from: unknown template 'quickstrt'; did you mean 'quickstart'?"
+    assert list(tmp_path.iterdir()) == []

@@ -29,7 +29,7 @@ from rich.progress import (
 from rich.table import Table
 from typer.core import TyperCommand, TyperOption
 
-from ..base.errors import LdpsimError
+from ..base.errors import LdpsimError, did_you_mean
 from ..plugin.registry import KINDS, PluginWarning, get_registry
 
 USER_ERROR = 2
@@ -328,6 +328,48 @@ def _document_plugins(entries: list) -> None:
             out.print()
         for line in describe(entry):
             out.print(line, markup=False, soft_wrap=True)
+
+
+@app.command()
+def new(
+    name: Annotated[str, typer.Argument(help="the scenario's name; writes NAME.toml")],
+    from_: Annotated[
+        str, typer.Option("--from", metavar="TEMPLATE", help="basic (k-RR at three levels) or quickstart (001 Fig. 2)")
+    ] = "basic",
+) -> None:
+    """Write NAME.toml, a commented scenario to start from (never over an existing file)."""
+    with user_errors():
+        target = write_template(name, from_)
+    err.print(
+        f"wrote {target}: edit it, then `ldpsim run {target} --dry-run` and `ldpsim run {target}`",
+        markup=False,
+        soft_wrap=True,
+    )
+
+
+#: the scenarios ``ldpsim new --from`` starts from: files in ldpsim/output/templates
+TEMPLATES = ("basic", "quickstart")
+
+
+def write_template(name: str, template: str = "basic") -> Path:
+    """Write the scenario ``template`` as ``NAME.toml`` (``name`` may be a path); refuse to overwrite a file."""
+    from importlib.resources import files
+
+    if template not in TEMPLATES:
+        raise LdpsimError(f"unknown template '{template}'", field="--from", hint=did_you_mean(template, TEMPLATES))
+    target = Path(name if name.endswith(".toml") else f"{name}.toml")
+    if target.exists():
+        raise LdpsimError(f"{target} already exists", hint="choose another name, or move the file away first")
+    text = (files(__package__) / "templates" / f"{template}.toml").read_text(encoding="utf-8")
+    text = text.replace("__FILE__", str(target)).replace("__NAME__", target.stem)
+    try:
+        with open(target, "x", encoding="utf-8") as fh:  # "x": a file created meanwhile is not overwritten
+            fh.write(text)
+    except FileExistsError:
+        raise LdpsimError(f"{target} already exists", hint="choose another name, or move the file away first") from None
+    except OSError as exc:
+        raise LdpsimError(f"cannot write {target} ({exc.strerror})", hint="choose a folder you can write to") from None
+    return target
 
 
 @app.command()
