@@ -29,7 +29,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import fft
 from scipy.sparse.linalg import LinearOperator
 
 #: an FFT product entry whose value is below GUARD times its rounding-error bound is recomputed
@@ -153,6 +152,8 @@ class ConvolutionOperator(LinearOperator):
         self.clamp = clamp
         self.column_scale = column_scale  # (size,) or None
         self.full = tuple(n + 2 * h for n, h in zip(self.grid, self.half))  # positions -h .. n-1+h
+        from scipy import fft  # here, not at import: scipy.fft is slow to import and only grids need it
+
         self.fft_shape = tuple(fft.next_fast_len(n, real=True) for n in self.full)
         self.spectrum = fft.rfftn(kernel, self.fft_shape)
         self.positions = outputs + np.asarray(self.start)  # the reports' cells in domain coordinates
@@ -188,6 +189,8 @@ class ConvolutionOperator(LinearOperator):
         grid = theta.reshape(self.grid)
         if self.column_scale is not None:
             grid = grid * self.column_scale.reshape(self.grid)
+        from scipy import fft
+
         out = fft.irfftn(fft.rfftn(grid, self.fft_shape) * self.spectrum, self.fft_shape)
         return out[tuple(slice(0, n) for n in self.full)]
 
@@ -219,6 +222,8 @@ class ConvolutionOperator(LinearOperator):
         else:
             u = np.zeros(self.full)
             u[tuple(slice(h + s, h + s + n) for h, s, n in zip(self.half, self.start, self.window))] = v
+        from scipy import fft
+
         g = fft.irfftn(fft.rfftn(u, self.fft_shape) * np.conj(self.spectrum), self.fft_shape)
         g = np.maximum(g[tuple(slice(0, n) for n in self.grid)].ravel(), 0.0)
         return g if self.column_scale is None else g * self.column_scale

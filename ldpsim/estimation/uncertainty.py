@@ -26,7 +26,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import norm
 
 from ..base.errors import ParameterError
 from .engine import Likelihood
@@ -67,7 +66,7 @@ class Uncertainty:
 
     def interval(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         """(lower, upper) bounds of each value's frequency at confidence ``level``, within [0, 1]."""
-        z = float(norm.ppf(0.5 + check_level(level) / 2))
+        z = normal_quantile(level)
         lower = np.clip(self.estimate - z * self.se, 0.0, 1.0)
         upper = np.clip(self.estimate + z * self.se, 0.0, 1.0)
         if self.boundary.any():
@@ -172,6 +171,8 @@ def unbiased_uncertainty(observations: Observations, estimate: np.ndarray) -> Un
 
 def normal_quantile(level: float) -> float:
     """z with P(|N(0, 1)| <= z) = level."""
+    from scipy.stats import norm  # here, not at import: scipy.stats alone takes ~1 s to import
+
     return float(norm.ppf(0.5 + check_level(level) / 2))
 
 

@@ -18,15 +18,17 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
-import pandas as pd
 from rich.console import Console
 from rich.errors import LiveError
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ldpsim import DataError
+
+if TYPE_CHECKING:  # pandas is imported where files are read: `ldpsim list` stays fast
+    import pandas as pd
 
 CHUNK_ROWS = 500_000
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -71,6 +73,8 @@ class Table:
         (pandas converts ten times faster than from strings), else as stripped
         strings; ``text=True`` always gives strings.
         """
+        import pandas as pd
+
         with self._binary() as (raw, stream), progress(self.path, raw) as advance:
             try:
                 reader = pd.read_csv(
@@ -162,6 +166,8 @@ def numbers(values: np.ndarray, table: Table, start: int, column: str, *, intege
         shown, parsed = values, values
         bad = ~np.isfinite(values) | (integer & (values != np.round(values)))
     else:
+        import pandas as pd
+
         series = pd.Series(values, copy=False)
         shown = values
         if integer:

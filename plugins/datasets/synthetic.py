@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import gammaln, xlogy
 
 from ldpsim import Dataset, Param, ParameterError, hookimpl
 
@@ -37,6 +36,8 @@ class Binomial(_FromPmf):
     def pmf(self) -> np.ndarray:
         m = self.domain.size - 1
         i = np.arange(m + 1)
+        from scipy.special import gammaln, xlogy  # imported where used: `ldpsim list` stays fast
+
         log_pmf = gammaln(m + 1) - gammaln(i + 1) - gammaln(m - i + 1) + xlogy(i, self.p) + xlogy(m - i, 1 - self.p)
         pmf = np.exp(log_pmf)
         return pmf / pmf.sum()

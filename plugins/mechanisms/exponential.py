@@ -5,9 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.signal import fftconvolve
 from scipy.sparse.linalg import LinearOperator
-from scipy.special import logsumexp
 
 from ldpsim import (
     Mechanism,
@@ -36,6 +34,8 @@ class Exponential(Mechanism):
         # Normalized in log space: the largest weight of a row is e^0 (z = x), so the normalizer is >= 1 and
         # nothing overflows; only weights below ~1e-308 underflow.
         log_w = -0.5 * self.eps * self.domain.distances
+        from scipy.special import logsumexp  # imported where used: `ldpsim list` stays fast
+
         return np.exp(log_w - logsumexp(log_w, axis=1, keepdims=True))
 
     def _output_count(self) -> int:
@@ -62,6 +62,8 @@ class Exponential(Mechanism):
             offsets = np.hypot(i, j) * domain.cell
             cells = np.column_stack(np.divmod(z, domain.cols))
         kernel = np.exp(-0.5 * self.eps * offsets)
+        from scipy.signal import fftconvolve  # imported where used: scipy.signal takes ~1 s to import
+
         normalizer = fftconvolve(np.ones(shape), kernel, mode="same")  # Z_x = sum_z w(z - x) >= 1: no cancellation
         return convolution_likelihood(kernel, shape, cells, clamp=False, column_scale=1.0 / normalizer.ravel())
 

@@ -17,7 +17,6 @@ from functools import cached_property
 
 import numpy as np
 from scipy.sparse.linalg import LinearOperator
-from scipy.special import gammainc
 
 from ldpsim import (
     Grid,
@@ -298,6 +297,8 @@ def _radial_mass(u_in: np.ndarray, u_out: np.ndarray) -> np.ndarray:
     the regularized incomplete gamma P(2, w): positive terms only, accurate for thin and far annuli alike.
     """
     w = u_out - u_in
+    from scipy.special import gammainc  # imported where used: `ldpsim list` stays fast
+
     return np.exp(-u_in) * (u_in * -np.expm1(-w) + gammainc(2.0, w))
 
 
