@@ -7,6 +7,7 @@ from ``ldpsim`` directly.
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
 
 from .base.errors import (
     DataError,
@@ -27,7 +28,6 @@ from .estimation.estimator import (
 )
 from .estimation.observations import Observations, ReportGroup
 from .estimation.operators import (
-    ConvolutionOperator,
     constant_plus_column,
     convolution_likelihood,
     named_values_likelihood,
@@ -47,6 +47,9 @@ from .plugin.executor import Executor
 from .plugin.hookspecs import hookimpl
 from .plugin.registry import PluginWarning, Registry, get_registry
 from .theory.diagnostics import check_estimate, check_mechanism, rr_parameters
+
+if TYPE_CHECKING:
+    from .estimation.convolution import ConvolutionOperator
 
 try:
     __version__ = version("ldpsim")
@@ -124,7 +127,12 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    # The scenario runner pulls in xarray; plugins importing ldpsim should not pay for it.
+    # The scenario runner pulls in xarray, ConvolutionOperator scipy.sparse.linalg; plugins importing
+    # ldpsim should not pay for them.
+    if name == "ConvolutionOperator":
+        from .estimation.convolution import ConvolutionOperator
+
+        return ConvolutionOperator
     if name in ("run_scenario", "load_scenario"):
         from .running import runner, scenario
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from importlib.metadata import version
 from pathlib import Path
 
@@ -166,3 +168,28 @@ def test_new_unknown_template(tmp_path, monkeypatch):
     assert done.exit_code == 2
     assert done.stderr.strip() == "error: --from: unknown template 'quickstrt'; did you mean 'quickstart'?"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_list_and_help_import_no_heavy_module():
+    """`ldpsim --help` and `ldpsim list` start in well under a second: the heavy modules load where they are used."""
+    heavy = [
+        "scipy.stats",
+        "scipy.signal",
+        "scipy.fft",
+        "scipy.special",
+        "scipy.sparse",
+        "xarray",
+        "matplotlib",
+        "pandas",
+    ]
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from ldpsim.output.cli import app\n"
+        "for args in (['--help'], ['list'], ['list', 'krr']):\n"
+        "    assert CliRunner().invoke(app, args).exit_code == 0, args\n"
+        f"print(sorted(m for m in {heavy!r} if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

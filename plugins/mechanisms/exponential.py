@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.sparse.linalg import LinearOperator
 
 from ldpsim import (
     Mechanism,
@@ -15,6 +15,9 @@ from ldpsim import (
     convolution_likelihood,
     hookimpl,
 )
+
+if TYPE_CHECKING:  # scipy.sparse is imported where an operator is built: `ldpsim list` stays fast
+    from scipy.sparse.linalg import LinearOperator
 
 
 class Exponential(Mechanism):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.linalg import toeplitz
-from scipy.sparse.linalg import LinearOperator
 
 from ldpsim import Mechanism, Param, Privacy, convolution_likelihood, hookimpl
+
+if TYPE_CHECKING:  # scipy.sparse is imported where an operator is built: `ldpsim list` stays fast
+    from scipy.sparse.linalg import LinearOperator
 
 
 def _log1mexp(a: float) -> float:
@@ -46,6 +48,8 @@ class Geometric(Mechanism):
         # keeps its relative precision for small eps.
         a, k = self._a, self.domain.size
         alpha = math.exp(-a)
+        from scipy.linalg import toeplitz
+
         m = toeplitz(np.exp(-a * np.arange(k)) * (-math.expm1(-a) / (1 + alpha)))
         m[:, [0, -1]] /= -math.expm1(-a)
         return m

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.sparse.linalg import LinearOperator
 
 from ldpsim import Mechanism, Param, Privacy, constant_plus_column, hookimpl
+
+if TYPE_CHECKING:  # scipy.sparse is imported where an operator is built: `ldpsim list` stays fast
+    from scipy.sparse.linalg import LinearOperator
 
 
 class KRR(Mechanism):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-from scipy.linalg import toeplitz
-from scipy.sparse.linalg import LinearOperator
 
 from ldpsim import Mechanism, Param, Privacy, convolution_likelihood, hookimpl
+
+if TYPE_CHECKING:  # scipy.sparse is imported where an operator is built: `ldpsim list` stays fast
+    from scipy.sparse.linalg import LinearOperator
 
 
 def laplace_mass(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -45,6 +48,8 @@ class Laplace(Mechanism):
         k = self.domain.size
         b = self.eps * self.domain.step
         m = np.arange(k, dtype=float)
+        from scipy.linalg import toeplitz
+
         p = toeplitz(laplace_mass((m - 0.5) * b, (m + 0.5) * b))
         p[:, 0] = laplace_mass(-np.inf, (0.5 - m) * b)  # noise <= (1/2 - i) step lands on the first value
         p[:, -1] = p[::-1, 0]  # and symmetrically on the last

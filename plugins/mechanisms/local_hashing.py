@@ -22,12 +22,15 @@ domain of k <= P values (which the hash needs anyway to tell values apart).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.linalg import LinearOperator
 
 from ldpsim import EstimationError, Mechanism, Param, ParameterError, Privacy, hookimpl, rank_one_plus_sparse
+
+if TYPE_CHECKING:  # scipy.sparse is imported where an operator is built: `ldpsim list` stays fast
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.linalg import LinearOperator
 
 #: the Mersenne prime of the hash family
 PRIME = (1 << 31) - 1
@@ -144,6 +147,8 @@ class OptimizedLocalHashing(Mechanism):
             indices.append(np.nonzero(support)[1].astype(np.int32))
         indptr = np.concatenate([[0], np.cumsum(np.concatenate(lengths))]) if lengths else np.zeros(1, np.int64)
         idx = np.concatenate(indices) if indices else np.zeros(0, np.int32)
+        from scipy.sparse import csr_matrix
+
         return csr_matrix((np.ones(idx.size), idx, indptr), shape=(reports.shape[0], self.domain.size))
 
     def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import math
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.sparse.linalg import LinearOperator
 
 from ldpsim import (
     Grid,
@@ -27,6 +27,9 @@ from ldpsim import (
     convolution_likelihood,
     hookimpl,
 )
+
+if TYPE_CHECKING:  # scipy.sparse is imported where an operator is built: `ldpsim list` stays fast
+    from scipy.sparse.linalg import LinearOperator
 
 #: relative error that truncating the planar geometric lattice may cause in any matrix entry
 LATTICE_TRUNCATION = 1e-16

@@ -26,12 +26,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.linalg import LinearOperator
 
 from ldpsim import EstimationError, Mechanism, Param, Privacy, hookimpl, rank_one_plus_sparse
+
+if TYPE_CHECKING:  # scipy.sparse is imported where an operator is built: `ldpsim list` stays fast
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.linalg import LinearOperator
 
 #: bits per int64 word of a report
 WORD_BITS = 62
@@ -164,6 +167,8 @@ class UnaryEncoding(Mechanism):
             indices.append(np.nonzero(bits)[1].astype(np.int32))  # row-major: sorted by row, then column
         indptr = np.concatenate([[0], np.cumsum(np.concatenate(lengths))]) if lengths else np.zeros(1, np.int64)
         idx = np.concatenate(indices) if indices else np.zeros(0, np.int32)
+        from scipy.sparse import csr_matrix
+
         return csr_matrix((np.ones(idx.size), idx, indptr), shape=(reports.shape[0], self.domain.size))
 
     def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:

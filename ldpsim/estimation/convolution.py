@@ -1,0 +1,195 @@
+"""The FFT convolution operator behind :func:`ldpsim.estimation.operators.convolution_likelihood`.
+
+A module of its own because it subclasses scipy's ``LinearOperator``: importing
+``scipy.sparse.linalg`` costs a noticeable part of a second, which ``import ldpsim``
+and ``ldpsim list`` should not pay when no grid likelihood is built.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from scipy.sparse.linalg import LinearOperator
+
+#: an FFT product entry whose value is below GUARD times its rounding-error bound is recomputed
+#: exactly, so every entry of H @ theta has a relative error below 1 / GUARD
+GUARD = 1e8
+
+_EPS = np.finfo(float).eps
+#: entries computed at a time by the exact row evaluation
+_CHUNK = 1 << 20
+
+
+class ConvolutionOperator(LinearOperator):
+    """Row-rescaled likelihood of noise ``kernel`` around the true value, clamped to an output window.
+
+    ``P(z | x) = s_x * sum of kernel[o] over the offsets o with clamp(x + o) = z``, where clamp moves
+    each coordinate into the window ``[start, start + window)`` (or, with ``clamp=False``, is the
+    identity: outputs are positions, and offsets beyond the kernel have probability 0). Build it with
+    :func:`convolution_likelihood`.
+
+    Products are one real FFT convolution of the values' grid with the kernel (its spectrum computed
+    once) plus cumulative sums folding the positions beyond the window onto its edges. Their error is
+    absolute (about machine precision times the norms of kernel and vector); the rare entries of
+    ``H @ theta`` small enough for that to matter are recomputed as exact dot products (:data:`GUARD`).
+    """
+
+    def __init__(self, kernel, shape, outputs, start, window, clamp, column_scale):  # noqa: ANN001
+        self.kernel = kernel
+        self.grid = tuple(shape)
+        self.half = tuple((s - 1) // 2 for s in kernel.shape)
+        self.outputs = outputs  # (D, ndim) window coordinates
+        self.start = tuple(start)
+        self.window = tuple(window)
+        self.clamp = clamp
+        self.column_scale = column_scale  # (size,) or None
+        self.full = tuple(n + 2 * h for n, h in zip(self.grid, self.half))  # positions -h .. n-1+h
+        from scipy import fft  # here, not at import: scipy.fft is slow to import and only grids need it
+
+        self.fft_shape = tuple(fft.next_fast_len(n, real=True) for n in self.full)
+        self.spectrum = fft.rfftn(kernel, self.fft_shape)
+        self.positions = outputs + np.asarray(self.start)  # the reports' cells in domain coordinates
+        self.flat_outputs = np.ravel_multi_index(tuple(outputs.T), self.window)
+        self._cumulative: dict[tuple[int, ...], np.ndarray] = {}
+        self.classes = self._row_classes()
+        # The value each row is scaled by: its own cell's, or for a window edge the farthest value beyond that
+        # edge, which collects the most offsets; for a kernel decreasing away from 0, the row's maximum.
+        far = np.where(self.classes == 1, 0, np.where(self.classes == 2, np.asarray(self.grid) - 1, self.positions))
+        reference = self._at(self.classes, self.positions, far)
+        if column_scale is not None:
+            reference = reference * column_scale[np.ravel_multi_index(tuple(far.T), self.grid)]
+        with np.errstate(divide="ignore"):
+            self.shift = np.log(reference)
+        self.row_scale = np.where(reference > 0, 1.0 / np.where(reference > 0, reference, 1.0), 0.0)
+        # per axis: the window coordinate each position t (= index - half) folds onto, and where each starts
+        self._fold = []
+        for n, h, s, w in zip(self.grid, self.half, self.start, self.window):
+            where = np.clip(np.arange(n + 2 * h) - h - s, 0, w - 1)
+            self._fold.append((where, np.searchsorted(where, np.arange(w))))
+        # Rounding error of an entry, in units of eps |kernel| |theta|: measured at most ~7 for a convolution
+        # entry and ~75 for a folded edge of a 48 x 48 grid; bounded here by 4 log2(FFT size), times the
+        # square root of the positions folded onto each edge coordinate.
+        self._kernel_norm = float(np.linalg.norm(kernel))
+        folded = np.where(self.classes > 0, np.sqrt(np.asarray(self.full, dtype=float)), 1.0).prod(axis=1)
+        self._error_factor = 4 * math.log2(max(2, math.prod(self.fft_shape))) * folded
+        # LinearOperator.__init__(dtype, shape) is real; scipy-stubs declare only the factory __new__
+        super().__init__(float, (outputs.shape[0], math.prod(self.grid)))  # type: ignore[call-arg]
+
+    # ----------------------------------------------------------------- products
+    def _convolve(self, theta: np.ndarray) -> np.ndarray:
+        """Noise masses at every reachable position (unclamped), shape ``full``."""
+        grid = theta.reshape(self.grid)
+        if self.column_scale is not None:
+            grid = grid * self.column_scale.reshape(self.grid)
+        from scipy import fft
+
+        out = fft.irfftn(fft.rfftn(grid, self.fft_shape) * self.spectrum, self.fft_shape)
+        return out[tuple(slice(0, n) for n in self.full)]
+
+    def _window_masses(self, theta: np.ndarray) -> np.ndarray:
+        """P(z | theta) for every window cell z, unscaled."""
+        y = self._convolve(theta)
+        if self.clamp:
+            for axis, (_, starts) in enumerate(self._fold):
+                y = np.add.reduceat(y, starts, axis=axis)
+        else:
+            y = y[tuple(slice(h + s, h + s + w) for h, s, w in zip(self.half, self.start, self.window))]
+        return y
+
+    def _matvec(self, theta: np.ndarray) -> np.ndarray:
+        theta = np.ravel(theta).astype(float, copy=False)
+        y = np.maximum(self._window_masses(theta).ravel()[self.flat_outputs], 0.0)
+        scale = theta if self.column_scale is None else theta * self.column_scale
+        bound = self._error_factor * (_EPS * self._kernel_norm * float(np.linalg.norm(scale)))
+        small = np.flatnonzero(y < GUARD * bound)
+        if small.size:
+            y[small] = self._exact(small) @ theta
+        return y * self.row_scale
+
+    def _rmatvec(self, w: np.ndarray) -> np.ndarray:
+        w = np.ravel(w).astype(float, copy=False) * self.row_scale
+        v = np.bincount(self.flat_outputs, weights=w, minlength=math.prod(self.window)).reshape(self.window)
+        if self.clamp:
+            u = v[np.ix_(*(where for where, _ in self._fold))]  # each position gets its window cell's weight
+        else:
+            u = np.zeros(self.full)
+            u[tuple(slice(h + s, h + s + n) for h, s, n in zip(self.half, self.start, self.window))] = v
+        from scipy import fft
+
+        g = fft.irfftn(fft.rfftn(u, self.fft_shape) * np.conj(self.spectrum), self.fft_shape)
+        g = np.maximum(g[tuple(slice(0, n) for n in self.grid)].ravel(), 0.0)
+        return g if self.column_scale is None else g * self.column_scale
+
+    def _matmat(self, m: np.ndarray) -> np.ndarray:
+        return np.column_stack([self._matvec(col) for col in np.asarray(m).T])
+
+    def _rmatmat(self, m: np.ndarray) -> np.ndarray:
+        return np.column_stack([self._rmatvec(col) for col in np.asarray(m).T])
+
+    # ------------------------------------------------------------ exact entries
+    def rows(self, rows: np.ndarray | Sequence[int]) -> np.ndarray:
+        """Rows ``H[rows, :]`` as a dense (len(rows), |X|) array, each entry a sum of positive terms."""
+        rows = np.asarray(rows, dtype=np.int64)
+        return self._exact(rows) * self.row_scale[rows, None]
+
+    def _exact(self, rows: np.ndarray) -> np.ndarray:
+        """Unscaled rows: P(z_d | x) up to the factor the caller applies after the operator."""
+        cells = np.indices(self.grid).reshape(len(self.grid), -1).T  # (size, ndim)
+        out = np.empty((rows.size, cells.shape[0]))
+        chunk = max(1, _CHUNK // cells.shape[0])
+        for lo in range(0, rows.size, chunk):
+            part = rows[lo : lo + chunk]
+            pairs = (part.size * cells.shape[0], len(self.grid))
+            out[lo : lo + chunk] = self._at(
+                np.repeat(self.classes[part], cells.shape[0], axis=0),
+                np.repeat(self.positions[part], cells.shape[0], axis=0),
+                np.broadcast_to(cells[None], (part.size, *cells.shape)).reshape(pairs),
+            ).reshape(part.size, -1)
+        if self.column_scale is not None:
+            out *= self.column_scale
+        return out
+
+    def _row_classes(self) -> np.ndarray:
+        """(D, ndim): how each report's coordinate collects offsets: one (0), all up to (1) or from (2)
+        its own (the window's first or last cell), or all of them (3, a window one cell wide)."""
+        classes = np.zeros(self.outputs.shape, dtype=np.int64)
+        if self.clamp:
+            for axis, w in enumerate(self.window):
+                o = self.outputs[:, axis]
+                classes[:, axis] = 3 if w == 1 else np.where(o == 0, 1, np.where(o == w - 1, 2, 0))
+        return classes
+
+    def _cumulated(self, cls: tuple[int, ...]) -> np.ndarray:
+        """The kernel summed, per axis, over the offsets a window edge collects (prefix/suffix sums of positives)."""
+        if cls not in self._cumulative:
+            k = self.kernel
+            for axis, c in enumerate(cls):
+                if c == 1:
+                    k = np.cumsum(k, axis=axis)
+                elif c == 2:
+                    k = np.flip(np.cumsum(np.flip(k, axis), axis=axis), axis)
+                elif c == 3:
+                    k = np.broadcast_to(k.sum(axis=axis, keepdims=True), k.shape)
+            self._cumulative[cls] = k
+        return self._cumulative[cls]
+
+    def _at(self, classes: np.ndarray, positions: np.ndarray, cells: np.ndarray) -> np.ndarray:
+        """Unscaled P(report at ``positions`` | value at ``cells``), elementwise; ``classes`` per report or one row."""
+        index = positions - cells + np.asarray(self.half)  # kernel index of the offset z - x
+        top = np.asarray(self.kernel.shape) - 1
+        classes = np.broadcast_to(classes, index.shape)
+        # an offset beyond the kernel: no mass, unless the report collects every offset on that side
+        empty = np.any(
+            ((classes == 0) & ((index < 0) | (index > top)))
+            | ((classes == 1) & (index < 0))
+            | ((classes == 2) & (index > top)),
+            axis=1,
+        )
+        index = np.clip(index, 0, top)
+        out = np.zeros(positions.shape[0])
+        for cls in np.unique(classes, axis=0):
+            sel = np.all(classes == cls, axis=1)
+            out[sel] = self._cumulated(tuple(int(c) for c in cls))[tuple(index[sel].T)]
+        return np.where(empty, 0.0, out)
