@@ -46,7 +46,7 @@ from .model.variables import DOMAIN, POINT, TASK, Variable
 from .plugin.executor import Executor
 from .plugin.hookspecs import hookimpl
 from .plugin.registry import PluginWarning, Registry, get_registry
-from .theory.diagnostics import check_estimate, check_mechanism, rr_parameters
+from .theory.diagnostics import check_estimate, check_mechanism, mechanism_report, rr_parameters
 
 if TYPE_CHECKING:
     from .estimation.convolution import ConvolutionOperator
@@ -114,6 +114,7 @@ __all__ = [
     "lip_level",
     "load_scenario",
     "make_domain",
+    "mechanism_report",
     "named_values_likelihood",
     "plan_matrix",
     "parse_domain",

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ldpsim import Capabilities, Integers, get_registry
+import ldpsim
+from ldpsim import Capabilities, Integers, get_registry, mechanism_report
 from ldpsim.base import memory
 from ldpsim.output.cli import app
 from ldpsim.plugin.registry import KINDS
@@ -193,3 +194,36 @@ def test_list_and_help_import_no_heavy_module():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_mechanism_report_says_violated_when_the_claim_is_not_met():
+    from plugins_under_test import OverclaimingKRR  # claims 0.5-LDP, gives 1-LDP
+
+    report = mechanism_report(OverclaimingKRR(Integers(low=0, high=9), eps=1.0), users=None)
+    assert report.privacy_holds is False
+    assert report.lines()[1] == "declares    0.5-LDP: VIOLATED (its probabilities give eps = 1)"
+    honest = mechanism_report(_krr(), users=None)
+    assert (
+        honest.privacy_holds is True
+        and honest.lines()[1] == "declares    1-LDP: holds (its probabilities give eps = 1)"
+    )
+
+
+def test_lip_claims_are_checked_under_their_own_prior():
+    mech = get_registry().create("mechanism", "lip", Integers(low=0, high=2), eps=1.0, prior=[0.4, 0.3, 0.3])
+    report = mechanism_report(mech, users=None)
+    assert report.privacy_holds is True and report.lines()[1].startswith("declares    1-LIP (under its prior): holds")
+
+
+def test_check_mechanism_report_is_a_deprecated_alias():
+    with pytest.warns(DeprecationWarning, match="use ldpsim.mechanism_report"):
+        report = ldpsim.check_mechanism(_krr(), users=None)
+    assert report == mechanism_report(_krr(), users=None)
+
+
+def test_one_run_is_not_plural(tmp_path):
+    out = tmp_path / "one.nc"
+    args = ["run", str(QUICKSTART), "-o", str(out), "-q", "-e", "serial"]
+    done = runner.invoke(app, [*args, "--set", "users=500", "--set", "repetitions=1", "--set", "sweep={}"])
+    assert done.exit_code == 0, done.output
+    assert f"wrote {out} (1 run in " in done.stderr

@@ -11,7 +11,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import ldpsim
-from ldpsim import EstimationError, Integers, Likelihood, Observations, check_estimate, check_mechanism, project_simplex
+from ldpsim import (
+    EstimationError,
+    Integers,
+    Likelihood,
+    Observations,
+    check_estimate,
+    mechanism_report,
+    project_simplex,
+)
 from ldpsim.theory import diagnostics
 from ldpsim.theory.diagnostics import inv_mse, kkt_violation, strictly_concave, unique_mle
 
@@ -132,7 +140,7 @@ def test_norm_sub_is_the_projection(values):
 
 class TestMechanismReports:
     def test_levels_rank_and_inv_bounds_for_krr(self):
-        report = check_mechanism(make("mechanism", "krr", Integers(low=0, high=99), eps=2.0), users=5000)
+        report = mechanism_report(make("mechanism", "krr", Integers(low=0, high=99), eps=2.0), users=5000)
         assert report.ldp_eps == pytest.approx(2.0) and report.identifiable and report.consistent
         (bound,) = report.inv_bounds
         # 004 Sec. 7.6 for k = 100, eps = 2: ((e^2 + 99)/(e^2 - 1))^2 = 277.28 (the text prints 227.28).
@@ -141,7 +149,7 @@ class TestMechanismReports:
         assert bound.simulated == pytest.approx(bound.exact, rel=0.1)
 
     def test_inv_lower_bound_for_the_geometric_mechanism(self):
-        report = check_mechanism(make("mechanism", "geometric", Integers(low=0, high=99), eps=0.05), users=None)
+        report = mechanism_report(make("mechanism", "geometric", Integers(low=0, high=99), eps=0.05), users=None)
         (bound,) = report.inv_bounds
         # beta^3 - 2 alpha beta^2 - 2 with alpha = e^-0.05: 7818.8 (the text prints 7238).
         assert bound.kind == "lower" and bound.bound == pytest.approx(7818.8, abs=0.5)
@@ -157,14 +165,14 @@ class TestMechanismReports:
         assert sim == pytest.approx(inv_mse(m, theta), rel=0.03)
 
     def test_lip_level_under_a_prior(self):
-        report = check_mechanism(
+        report = mechanism_report(
             make("mechanism", "krr", Integers(low=0, high=2), eps=1.0), prior=np.array([0.2, 0.3, 0.5]), users=None
         )
         # eps-LDP implies eps-LIP (002 Theorem), and here it is strictly less.
         assert 0 < report.lip_eps < 1.0
 
     def test_a_singular_mechanism_does_not_identify(self):
-        report = check_mechanism(matrix_mechanism(A7), users=None)
+        report = mechanism_report(matrix_mechanism(A7), users=None)
         assert report.rank == 2 and not report.identifiable and math.isinf(report.condition)
         assert any("does NOT identify" in line for line in report.lines())
 

@@ -220,7 +220,7 @@ def run(
         out.print(summary_table(ds))
     tasks = ds.sizes["rep"] * int(_grid_size(ds))
     err.print(
-        f"wrote {target} ({tasks} runs in {time.perf_counter() - started:.1f} s, seed {int(ds.attrs['seed'])})",
+        f"wrote {target} ({tasks} run{_s(tasks)} in {time.perf_counter() - started:.1f} s, seed {int(ds.attrs['seed'])})",
         markup=False,
         soft_wrap=True,
     )
@@ -462,7 +462,7 @@ def check_mechanism_cmd(
     from ..base.errors import ParameterError
     from ..model.domains import parse_domain
     from ..running.paths import parse_override
-    from ..theory.diagnostics import check_mechanism
+    from ..theory.diagnostics import mechanism_report
 
     with user_errors():
         dom = parse_domain(domain)
@@ -488,7 +488,7 @@ def check_mechanism_cmd(
                 raise LdpsimError(
                     f"needs {dom.size} non-negative numbers summing to 1", field="--prior", hint="or write uniform"
                 )
-        report = check_mechanism(mech, prior=vector, users=users or None)
+        report = mechanism_report(mech, prior=vector, users=users or None)
     for line in report.lines():
         out.print(line, markup=False, soft_wrap=True)
 

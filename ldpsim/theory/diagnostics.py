@@ -1,6 +1,6 @@
 """The papers' theory as checks a user can run.
 
-For a mechanism (:func:`check_mechanism`): the privacy it really provides
+For a mechanism (:func:`mechanism_report`): the privacy it really provides
 (LDP, d-privacy per unit of distance, LIP under a prior), whether it
 identifies the distribution (004, Theorem "Identification": |X| linearly
 independent columns) and, where 004 Sec. 7.6 gives one, the bound on the
@@ -16,8 +16,10 @@ dL/dtheta_x <= n for every x, with equality where theta_x > 0.
 from __future__ import annotations
 
 import math
+import warnings
 import weakref
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -71,6 +73,23 @@ class MechanismReport:
     identifiable: bool
     has_zeros: bool
     inv_bounds: list[InvBound] = field(default_factory=list)
+    #: the level of the declared notion the probabilities give (under the declared prior for LIP);
+    #: None when it cannot be computed (LIP without a finite matrix, or no formal guarantee)
+    declared_notion_eps: float | None = None
+
+    @property
+    def privacy_holds(self) -> bool | None:
+        """Whether the probabilities keep the declared guarantee; None if that cannot be told.
+
+        Levels from sampled outputs are lower bounds: above the claim they prove a violation,
+        below it they prove nothing (None).
+        """
+        if self.declared_notion_eps is None:
+            return None
+        claim = self.declared.eps
+        if self.declared_notion_eps <= claim + 1e-9 * max(1.0, abs(claim)):
+            return True if self.exact else None
+        return False
 
     @property
     def consistent(self) -> bool:
@@ -81,7 +100,7 @@ class MechanismReport:
     def lines(self) -> list[str]:
         """A readable account, one finding per line."""
         lower = "" if self.exact else " (at least: computed on sampled outputs)"
-        out = [f"mechanism   {self.mechanism}", f"declares    {self.declared}"]
+        out = [f"mechanism   {self.mechanism}", f"declares    {self.declared}: {self._verdict()}"]
         out.append(f"LDP         eps = {_num(self.ldp_eps)}{lower}: the smallest eps with P(z|x) <= e^eps P(z|x')")
         out.append(f"d-privacy   eps = {_num(self.geo_eps)} per unit of distance{lower}")
         if self.lip_eps is not None:
@@ -108,8 +127,17 @@ class MechanismReport:
             )
         return out
 
+    def _verdict(self) -> str:
+        holds, level = self.privacy_holds, self.declared_notion_eps
+        if level is None:
+            return "not checked" if self.declared.notion != "none" else "nothing to check"
+        found = f"its probabilities give eps = {_num(level)}"
+        if holds is None:
+            return f"not disproved ({found} at least, on sampled outputs)"
+        return f"holds ({found})" if holds else f"VIOLATED ({found})"
 
-def check_mechanism(
+
+def mechanism_report(
     mech: Mechanism,
     *,
     prior: np.ndarray | None = None,
@@ -117,7 +145,12 @@ def check_mechanism(
     repetitions: int = 200,
     seed: int = 0,
 ) -> MechanismReport:
-    """Privacy levels, identifiability and INV error bounds of a mechanism."""
+    """Privacy levels, identifiability and INV error bounds of a mechanism, as a report.
+
+    It never fails: a mechanism that claims more privacy than it gives has a report whose
+    ``privacy_holds`` is False and whose privacy line says VIOLATED. A test of a plugin uses
+    :func:`ldpsim.testing.check_mechanism`, which raises.
+    """
     k = mech.domain.size
     if mech.matrix is not None:
         columns = mech.matrix
@@ -135,15 +168,20 @@ def check_mechanism(
         if prior.shape != (k,):
             raise ValueError(f"prior must have {k} entries")
         lip = lip_level(columns, prior) if exact else None
+    claim = mech.privacy
+    ldp, geo = ldp_level(log_p), geo_level(log_p, mech.domain.distances)
+    declared_eps = {"ldp": ldp, "geo": geo}.get(claim.notion)
+    if claim.notion == "lip" and claim.prior is not None and exact:
+        declared_eps = lip_level(columns, np.asarray(claim.prior, dtype=float))
     singular = np.linalg.svd(columns, compute_uv=False)
     rank = int((singular > RANK_TOL * singular[0]).sum())
     condition = float(singular[0] / singular[k - 1]) if rank == k else math.inf
     return MechanismReport(
         mechanism=repr(mech),
-        declared=mech.privacy,
+        declared=claim,
         exact=exact,
-        ldp_eps=ldp_level(log_p),
-        geo_eps=geo_level(log_p, mech.domain.distances),
+        ldp_eps=ldp,
+        geo_eps=geo,
         lip_eps=lip,
         outputs=mech.output_size,
         size=k,
@@ -152,7 +190,19 @@ def check_mechanism(
         identifiable=rank == k,
         has_zeros=bool((columns == 0).any()),
         inv_bounds=inv_bounds(mech, users=users, repetitions=repetitions, seed=seed),
+        declared_notion_eps=declared_eps,
     )
+
+
+def check_mechanism(mech: Mechanism, **options: Any) -> MechanismReport:
+    """Deprecated name of :func:`mechanism_report` (it shared its name with ``ldpsim.testing.check_mechanism``)."""
+    warnings.warn(
+        "ldpsim.check_mechanism is deprecated: it returns a report and never fails; use ldpsim.mechanism_report,"
+        " or ldpsim.testing.check_mechanism in a test (it raises)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return mechanism_report(mech, **options)
 
 
 def inv_bounds(mech: Mechanism, *, users: int | None = None, repetitions: int = 200, seed: int = 0) -> list[InvBound]:
