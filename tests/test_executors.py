@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 import xarray as xr
+from helpers import HALF_L1
 from ldpsim_plugins.executors.serial import Serial
 from typer.testing import CliRunner
 
@@ -327,26 +328,6 @@ def test_a_checkpoint_made_by_another_ldpsim_version_is_refused(tmp_path, monkey
         match=r"^--resume: the checkpoint '.*x\.nc\.partial' was made by other code \(ldpsim .+ -> 9\.9\.9\);",
     ):
         Checkpoint(tmp_path / "x.nc", load_scenario(SWEEP), resume=True)
-
-
-HALF_L1 = """
-import numpy as np
-from ldpsim import Metric, hookimpl
-
-
-class HalfL1(Metric):
-    \"\"\"Half the L1 distance.\"\"\"
-
-    name = "half-l1"
-
-    def _compute(self, estimate, truth, domain):
-        return 0.5 * float(np.abs(estimate - truth).sum())
-
-
-@hookimpl
-def register_metrics(register):
-    register(HalfL1)
-"""
 
 
 @pytest.fixture
