@@ -225,6 +225,26 @@ def test_tasks_run_with_one_blas_thread(monkeypatch):
     assert seen == [1] * 4
 
 
+def test_a_run_enters_the_blas_limit_once_and_restores_it(monkeypatch):
+    """Entering the limit costs milliseconds, more than a small task: a run enters it once, not per task."""
+    from threadpoolctl import threadpool_info
+
+    from ldpsim.running import tasks as task_module
+
+    def blas_threads():
+        return sorted(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+
+    before = blas_threads()
+    entered = []
+    real = task_module.threadpool_limits
+    monkeypatch.setattr(task_module, "threadpool_limits", lambda **kw: (entered.append(kw), real(**kw))[1])
+    execute(load_scenario({**SWEEP, "repetitions": 5}))
+    assert entered == [{"limits": 1, "user_api": "blas"}]  # 10 tasks, one limit
+    assert blas_threads() == before
+    run_task(tasks(load_scenario(SWEEP))[0])  # a task on its own still runs limited
+    assert len(entered) == 2
+
+
 class Reversed(Executor):
     """Last task first, each sent through pickle as to another machine: a third party's executor."""
 
