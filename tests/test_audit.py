@@ -131,6 +131,15 @@ def test_too_few_draws_are_refused_with_the_number_needed():
         audit_mechanism(make("mechanism", "krr", FOUR, eps=200.0), draws=10**6)
 
 
+def test_a_large_domain_is_audited_on_pairs_of_64_values_spread_over_it():
+    krr = make("mechanism", "krr", Integers(low=0, high=199), eps=2.0)
+    report = audit_mechanism(krr, draws=4000)
+    assert "pairs among 64 of the 200 values, spread evenly over the domain" in report.lines()
+    assert set(audit_mechanism(krr, draws=4000, values=[7, 150]).paths[0].pair) == {7, 150}
+    with pytest.raises(ParameterError, match=r"^values: needs at least two domain indices in 0\.\.199"):
+        audit_mechanism(krr, draws=4000, values=[3, 200])
+
+
 def test_what_is_not_audited_says_why():
     lip = make("mechanism", "lip", FOUR, eps=2.0, prior=[0.25] * 4)
     assert "LIP guarantee holds under a prior" in audit_mechanism(lip, draws=10).skipped

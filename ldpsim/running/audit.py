@@ -7,6 +7,8 @@ sits in this layer, so the audit that covers it is composed here.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+
 import numpy as np
 
 from ..model.mechanism import Mechanism
@@ -14,7 +16,9 @@ from ..theory.audit import MIN_REACH, AuditPath, AuditReport, audit_paths, sampl
 from .simulation import counted, sample_cohort
 
 
-def count_draws(mech: Mechanism, value: int, n: int, rng: np.random.Generator):
+def count_draws(
+    mech: Mechanism, value: int, n: int, rng: np.random.Generator
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """``n`` reports of ``value`` as the simulation draws a cohort of ``n`` users who all hold it."""
     counts = np.zeros(mech.domain.size, dtype=np.int64)
     counts[value] = n
@@ -33,6 +37,7 @@ def audit_mechanism(
     confidence: float = 0.95,
     prior: np.ndarray | None = None,
     min_reach: float = MIN_REACH,
+    values: Sequence[int] | None = None,
 ) -> AuditReport:
     """A statistical lower bound on the eps ``mech`` gives, from its sampler and from the simulation's count path.
 
@@ -60,6 +65,8 @@ def audit_mechanism(
         Refuse (``ParameterError`` naming the draws needed) when ``draws`` could
         not show this fraction of the declared eps even for a mechanism exactly
         at it; 0 never refuses.
+    values
+        The domain indices whose pairs are tested (default all, or 64 spread over a larger domain).
 
     Returns
     -------
@@ -73,5 +80,13 @@ def audit_mechanism(
     else:
         notes.append("counts: not a separate path here, the simulation samples this mechanism per user")
     return audit_paths(
-        mech, paths, draws=draws, seed=seed, confidence=confidence, prior=prior, min_reach=min_reach, notes=notes
+        mech,
+        paths,
+        draws=draws,
+        seed=seed,
+        confidence=confidence,
+        prior=prior,
+        min_reach=min_reach,
+        values=values,
+        notes=notes,
     )

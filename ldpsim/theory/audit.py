@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,6 +54,7 @@ from scipy.special import betaincinv, expit, logsumexp, ndtri
 from ..base.errors import ParameterError
 from ..base.memory import MemoryLimitError
 from ..estimation.observations import unique_rows
+from ..model.domains import Domain
 from ..model.mechanism import Mechanism
 from ..model.privacy import Privacy
 
@@ -63,6 +64,8 @@ RATIO_DECIMALS = 9
 CHUNK = 1 << 22
 #: the default fraction of the declared eps the draws must be able to show (else the audit is refused)
 MIN_REACH = 0.5
+#: values whose pairs are audited by default, spread over a larger domain (the selection draws N from each)
+MAX_VALUES = 64
 #: distances tried when computing what draws can show for a geo claim
 MAX_SCALES = 64
 #: candidate events whose exact Clopper-Pearson bound is computed in the selection (the rest are ranked roughly)
@@ -229,33 +232,36 @@ def reachable_bound(level: float, draws: int, alpha: float) -> float:
     return max(0.0, float(ratio_bound(hits_x, hits_y, draws, alpha).max()))
 
 
-def reachable(privacy: Privacy, distances: np.ndarray, draws: int, alpha: float) -> float:
-    """:func:`reachable_bound` for a claim: per unit distance, best over the distances, for a geo claim."""
+def reachable(privacy: Privacy, domain: Domain, draws: int, alpha: float) -> float:
+    """:func:`reachable_bound` for a claim: per unit distance, best over the domain's distances, for a geo claim."""
     if privacy.notion != "geo":
         return reachable_bound(privacy.eps, draws, alpha)
+    distances = domain.distances
     scales = np.unique(distances[distances > 0])
     if scales.size > MAX_SCALES:  # the bound per unit distance varies smoothly with the distance
         scales = scales[np.unique(np.linspace(0, scales.size - 1, MAX_SCALES).round().astype(int))]
     return max(reachable_bound(privacy.eps * d, draws, alpha) / d for d in scales)
 
 
-def draws_needed(privacy: Privacy, distances: np.ndarray, alpha: float, reach: float) -> int | None:
+def draws_needed(privacy: Privacy, domain: Domain, alpha: float, reach: float) -> int | None:
     """Fewest draws per value (2 significant digits, rounded up) for which :func:`reachable` gets to ``reach``;
     None beyond 10^15."""
     lo, hi = 1, 2
-    while reachable(privacy, distances, hi, alpha) < reach:
+    while reachable(privacy, domain, hi, alpha) < reach:
         lo, hi = hi, hi * 2
         if hi > 10**15:
             return None
     while hi - lo > max(1, hi // 1000):
         mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if reachable(privacy, distances, mid, alpha) >= reach else (mid, hi)
+        lo, hi = (lo, mid) if reachable(privacy, domain, mid, alpha) >= reach else (mid, hi)
     scale = 10 ** max(0, len(str(hi)) - 2)
     return -(-hi // scale) * scale
 
 
 # ------------------------------------------------------------------------------------------- draws
-def sampler_draws(mech: Mechanism, value: int, n: int, rng: np.random.Generator):
+def sampler_draws(
+    mech: Mechanism, value: int, n: int, rng: np.random.Generator
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """``n`` reports of ``value`` from :meth:`Mechanism.sample`, one vectorized call per block of draws.
 
     Reports are counted when they pack into one integer (finite, small outputs);
@@ -275,19 +281,25 @@ def _distinct(reports: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return reports, np.ones(reports.shape[0], dtype=np.int64)
 
 
-def _log_ratios(mech: Mechanism, reports: np.ndarray, value: int) -> Iterable[tuple[slice, np.ndarray]]:
-    """(rows, r) with ``r[d, u] = log P(y_d|value) - log P(y_d|u)``, rounded; in bounded blocks of rows."""
+def _log_ratios(
+    mech: Mechanism, reports: np.ndarray, value: int, columns: np.ndarray
+) -> Iterator[tuple[slice, np.ndarray]]:
+    """(rows, r) with ``r[d, j] = log P(y_d|value) - log P(y_d|columns[j])``, rounded; in bounded blocks of rows."""
     step = max(1, CHUNK // mech.domain.size)
     for start in range(0, reports.shape[0], step):
         rows = slice(start, min(start + step, reports.shape[0]))
         ll = mech.log_likelihood(reports[rows])
         with np.errstate(invalid="ignore"):
-            r = ll[:, [value]] - ll
+            r = ll[:, [value]] - ll[:, columns]
         r[np.isnan(r)] = 0.0  # impossible under both: no evidence either way
         yield rows, np.round(r, RATIO_DECIMALS)
 
 
-def _group(keys: np.ndarray, ratios: np.ndarray, weights: np.ndarray):
+#: (key, ratio, count) columns: a histogram of log-likelihood ratios per key (a value, or a pair of values)
+Histogram = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _group(keys: np.ndarray, ratios: np.ndarray, weights: np.ndarray) -> Histogram:
     """Distinct (key, ratio) rows, sorted by key then decreasing ratio, with their weights summed."""
     order = np.lexsort((-ratios, keys))
     keys, ratios, weights = keys[order], ratios[order], weights[order]
@@ -297,34 +309,45 @@ def _group(keys: np.ndarray, ratios: np.ndarray, weights: np.ndarray):
     return keys[starts], ratios[starts], np.add.reduceat(weights, starts, axis=0) if starts.size else weights[:0]
 
 
-def _ratio_histogram(mech: Mechanism, value: int, chunks: Iterable[tuple[np.ndarray, np.ndarray]]):
-    """(u, ratio, count): how many draws of ``value`` have ``log P(y|value) - log P(y|u) = ratio``, for u != value."""
-    k = mech.domain.size
-    others = np.delete(np.arange(k), value)
-    keys, ratios, counts = [np.zeros(0, np.int64)], [np.zeros(0)], [np.zeros(0, np.int64)]
+def _merge(parts: Sequence[Histogram]) -> Histogram:
+    keys, ratios, weights = (np.concatenate(column) for column in zip(*parts))
+    return _group(keys, ratios, weights)
+
+
+def _ratio_histogram(
+    mech: Mechanism, value: int, values: np.ndarray, chunks: Iterable[tuple[np.ndarray, np.ndarray]]
+) -> Histogram:
+    """(u, ratio, count): how many draws of ``value`` have ``log P(y|value) - log P(y|u) = ratio``, for the
+    other audited ``values`` u."""
+    others = values[values != value]
+    parts: list[Histogram] = [(np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64))]
     for reports, report_counts in chunks:
-        for rows, r in _log_ratios(mech, reports, value):
+        for rows, r in _log_ratios(mech, reports, value, others):
             weights = report_counts[rows]
             if r.shape[0] < PER_COLUMN_ROWS:  # few distinct reports (a finite mechanism): one sort for all
-                keys.append(np.broadcast_to(others, (r.shape[0], others.size)).ravel())
-                ratios.append(r[:, others].ravel())
-                counts.append(np.repeat(weights, others.size))
+                keys = np.broadcast_to(others, r.shape).ravel()
+                parts.append((keys, r.ravel(), np.repeat(weights, others.size)))
                 continue
-            for u in others:  # many reports with few distinct ratios each: a sort per column is faster
-                distinct, inverse = np.unique(r[:, u], return_inverse=True)
-                keys.append(np.full(distinct.size, u))
-                ratios.append(distinct)
-                counts.append(np.bincount(inverse, weights=weights, minlength=distinct.size).astype(np.int64))
-        merged = _group(*map(np.concatenate, (keys, ratios, counts)))  # bounded by the distinct ratios
-        keys, ratios, counts = ([a] for a in merged)
-    return keys[0], ratios[0], counts[0]
+            for j, u in enumerate(others):  # many reports with few distinct ratios each: a sort per column is faster
+                distinct, inverse = np.unique(r[:, j], return_inverse=True)
+                counts = np.bincount(inverse, weights=weights, minlength=distinct.size).astype(np.int64)
+                parts.append((np.full(distinct.size, u), distinct, counts))
+        parts = [_merge(parts)]  # as large as the distinct ratios, not the draws
+    return parts[0]
 
 
-def _select(mech: Mechanism, histograms: Sequence, draws: int, alpha: float, scale: np.ndarray):
+def _select(
+    mech: Mechanism,
+    values: np.ndarray,
+    histograms: Sequence[Histogram],
+    draws: int,
+    alpha: float,
+    scale: np.ndarray | None,
+) -> tuple[tuple[int, int], float]:
     """The pair (x, x') and threshold with the largest bound on the selection draws."""
     k = mech.domain.size
     pair_keys, pair_ratios, weights = [], [], []
-    for v, (u, r, c) in enumerate(histograms):
+    for v, (u, r, c) in zip(values, histograms):
         # draws of v count for the pair (v, u) as x, with ratio r, and for the pair (u, v) as x', with ratio -r
         pair_keys += [v * k + u, u * k + v]
         pair_ratios += [r, -r]
@@ -336,7 +359,7 @@ def _select(mech: Mechanism, histograms: Sequence, draws: int, alpha: float, sca
     first[1:] = keys[1:] != keys[:-1]
     start = np.maximum.accumulate(np.where(first, np.arange(keys.shape[0]), 0))
     hits = cum - cum[start] + w[start]
-    scales = scale[keys // k, keys % k]
+    scales = np.ones(keys.shape[0]) if scale is None else scale[keys // k, keys % k]
     # the beta quantile costs microseconds: rank all candidates by the Wilson approximation, then take exact
     # Clopper-Pearson bounds for the best few (any rule on the selection draws keeps the bound valid)
     if keys.shape[0] > EXACT_CANDIDATES:
@@ -353,25 +376,35 @@ def _hits(mech: Mechanism, x: int, y: int, threshold: float, chunks: Iterable[tu
     """Draws (given as chunks of distinct reports and counts) in the event log P(.|x) - log P(.|y) >= threshold."""
     total = 0
     for reports, counts in chunks:
-        for rows, r in _log_ratios(mech, reports, x):
-            total += int(counts[rows][r[:, y] >= threshold].sum())
+        for rows, r in _log_ratios(mech, reports, x, np.array([y])):
+            total += int(counts[rows][r[:, 0] >= threshold].sum())
     return total
 
 
 def _audit_path(
-    mech: Mechanism, path: AuditPath, draws: int, alpha: float, scale: np.ndarray, seed: np.random.SeedSequence
+    mech: Mechanism,
+    path: AuditPath,
+    values: np.ndarray,
+    draws: int,
+    alpha: float,
+    scale: np.ndarray | None,
+    seed: np.random.SeedSequence,
 ) -> PathAudit:
+    """Choose the test on selection draws of every audited value, then bound on fresh draws of its two values.
+
+    ``scale`` holds the distances a geo claim divides by (None for LDP)."""
     started = time.perf_counter()
-    k = mech.domain.size
-    select_seeds = seed.spawn(k)
     histograms = [
-        _ratio_histogram(mech, v, path.draw(mech, v, draws, np.random.default_rng(select_seeds[v]))) for v in range(k)
+        _ratio_histogram(mech, int(v), values, path.draw(mech, int(v), draws, np.random.default_rng(s)))
+        for v, s in zip(values, seed.spawn(values.size))
     ]
-    (x, y), threshold = _select(mech, histograms, draws, alpha, scale)
+    (x, y), threshold = _select(mech, values, histograms, draws, alpha, scale)
     rx, ry = (np.random.default_rng(s) for s in seed.spawn(2))
     hits_x = _hits(mech, x, y, threshold, path.draw(mech, x, draws, rx))
     hits_y = _hits(mech, x, y, threshold, path.draw(mech, y, draws, ry))
-    bound = float(ratio_bound(np.array([hits_x]), np.array([hits_y]), draws, alpha)[0]) / float(scale[x, y])
+    bound = float(ratio_bound(np.array([hits_x]), np.array([hits_y]), draws, alpha)[0])
+    if scale is not None:
+        bound /= float(scale[x, y])
     return PathAudit(
         path=path.name,
         how=path.how,
@@ -393,6 +426,7 @@ def audit_paths(
     confidence: float = 0.95,
     prior: np.ndarray | None = None,
     min_reach: float = MIN_REACH,
+    values: Sequence[int] | None = None,
     notes: Sequence[str] = (),
 ) -> AuditReport:
     """Audit ``mech``'s privacy claim on the reports each of ``paths`` draws.
@@ -406,7 +440,8 @@ def audit_paths(
     draws
         N: draws per value for choosing the test, and again for each of its two values.
     seed
-        Seeds a :class:`numpy.random.SeedSequence`; path i draws from its i-th child.
+        Seeds a :class:`numpy.random.SeedSequence`: its first child draws for the
+        vulnerability (if sampled), child i + 1 for path i.
     confidence
         With at least this probability (over the draws) no path's bound exceeds
         the true level of the code it audits (union bound over the paths).
@@ -415,6 +450,10 @@ def audit_paths(
     min_reach
         Refuse (``ParameterError``) when even a mechanism exactly at the declared
         eps could not show this fraction of it with ``draws`` draws; 0 never refuses.
+    values
+        The domain indices whose pairs are tested (default all, or ``MAX_VALUES``
+        spread evenly over a larger domain, ends included: the selection costs
+        draws per value and work per pair).
     notes
         Lines added to the report.
 
@@ -435,14 +474,17 @@ def audit_paths(
         prior, prior_name = np.asarray(claim.prior, dtype=float), "the LIP claim's"
     pi = _prior(prior, k)
     skipped = _not_auditable(claim, k)
+    chosen = _audited_values(values, k)
+    if chosen.size < k:
+        notes = [*notes, f"pairs among {chosen.size} of the {k} values, spread evenly over the domain"]
     alpha = (1 - confidence) / (2 * max(1, len(paths)))  # per one-sided bound: two per path
     if skipped is None:
-        _require_informative(claim, mech.domain.distances, draws, alpha, confidence, min_reach)
+        _require_informative(claim, mech.domain, draws, alpha, confidence, min_reach)
     vuln_seed, *path_seeds = np.random.SeedSequence(seed).spawn(1 + len(paths))
     audited: tuple[PathAudit, ...] = ()
     if skipped is None:
-        scale = mech.domain.distances if claim.notion == "geo" else np.ones((k, k))
-        audited = tuple(_audit_path(mech, p, draws, alpha, scale, s) for p, s in zip(paths, path_seeds))
+        scale = mech.domain.distances if claim.notion == "geo" else None
+        audited = tuple(_audit_path(mech, p, chosen, draws, alpha, scale, s) for p, s in zip(paths, path_seeds))
     return AuditReport(
         mechanism=repr(mech),
         privacy=claim,
@@ -459,14 +501,14 @@ def audit_paths(
 
 
 def _require_informative(
-    claim: Privacy, distances: np.ndarray, draws: int, alpha: float, confidence: float, min_reach: float
+    claim: Privacy, domain: Domain, draws: int, alpha: float, confidence: float, min_reach: float
 ) -> None:
     """ParameterError naming the draws needed when even a mechanism exactly at the claim could not show
     ``min_reach`` of it."""
-    reach = reachable(claim, distances, draws, alpha)
+    reach = reachable(claim, domain, draws, alpha)
     if reach >= min_reach * claim.eps:
         return
-    needed = draws_needed(claim, distances, alpha, min_reach * claim.eps)
+    needed = draws_needed(claim, domain, alpha, min_reach * claim.eps)
     unit = " per unit distance" if claim.notion == "geo" else ""
     raise ParameterError(
         f"{draws} draws per value can show at most eps >= {reach:.3g}{unit} at {confidence:.0%} confidence, even from a"
@@ -475,6 +517,17 @@ def _require_informative(
         field="draws",
         hint=f"use at least {needed} draws" if needed else "no feasible number of draws reaches it: eps is too large",
     )
+
+
+def _audited_values(values: Sequence[int] | None, k: int) -> np.ndarray:
+    if values is None:
+        return np.arange(k) if k <= MAX_VALUES else np.unique(np.linspace(0, k - 1, MAX_VALUES).round().astype(int))
+    chosen = np.unique(np.asarray(values, dtype=np.int64))
+    if chosen.size < 2 or chosen.min() < 0 or chosen.max() >= k:
+        raise ParameterError(
+            f"needs at least two domain indices in 0..{k - 1}, got {list(values)}", field="values", hint="or omit it"
+        )
+    return chosen
 
 
 def _not_auditable(claim: Privacy, k: int) -> str | None:
