@@ -380,7 +380,10 @@ def audit(
     confidence: Annotated[float, typer.Option(help="confidence of the lower bound, over both code paths")] = 0.95,
     prior: Annotated[
         str | None,
-        typer.Option(help="prior for the Bayes vulnerability: comma-separated probabilities, or 'uniform' (default)"),
+        typer.Option(
+            help="prior for the Bayes vulnerability: comma-separated probabilities or 'uniform'"
+            " (default: a LIP mechanism's own prior, else uniform)"
+        ),
     ] = None,
 ) -> None:
     """Audit a mechanism's privacy claim from its draws; exit 1 if they show it less private than declared.
