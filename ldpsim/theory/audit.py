@@ -24,7 +24,10 @@ bound is then computed on a fresh *evaluation* sample (N draws from x and from
 x' only). Choosing on the draws that give the bound would bias it upwards (the
 maximum of many noisy bounds exceeds the true level more often than any one
 of them); on fresh draws the chosen test is a single fixed test, so no
-correction is needed for the pairs and thresholds tried.
+correction is needed for the pairs and thresholds tried. (The selection ranks
+candidates by a Wilson approximation and takes exact bounds for the best few;
+a domain of more than ``MAX_VALUES`` values is audited on pairs among that
+many, spread over it. Neither affects validity, only power.)
 
 Confidence. Each audited path gets ``alpha = 1 - confidence`` divided by the
 number of paths (a union bound), split between the two one-sided
@@ -570,7 +573,9 @@ def bayes_vulnerability(
     prior and the mechanism guesses the value of largest posterior. Compared with
     ``max_x pi_x`` (the guess without a report) it says what one report gives
     away under the users' actual distribution, which worst-case eps does not:
-    an eps-LDP or eps-LIP mechanism multiplies it by at most e^eps.
+    an eps-LDP or eps-LIP mechanism multiplies it by at most e^eps. It is a
+    property of a mechanism and a prior, not of an estimate, so it is not a
+    metric plugin (those see an estimate and the truth).
 
     Parameters
     ----------
