@@ -46,6 +46,8 @@ from .model.variables import DOMAIN, POINT, TASK, Variable
 from .plugin.executor import Executor
 from .plugin.hookspecs import hookimpl
 from .plugin.registry import PluginWarning, Registry, get_registry
+from .running.audit import audit_mechanism
+from .theory.audit import AuditReport, PathAudit, bayes_vulnerability
 from .theory.diagnostics import check_estimate, check_mechanism, rr_parameters
 
 try:
@@ -97,7 +99,11 @@ __all__ = [
     "Privacy",
     "Registry",
     "ReportGroup",
+    "AuditReport",
+    "PathAudit",
     "ScenarioError",
+    "audit_mechanism",
+    "bayes_vulnerability",
     "check_estimate",
     "check_mechanism",
     "check_start",
