@@ -21,9 +21,8 @@ from .estimation.estimator import (
     INTERVAL_OUTPUTS,
     Estimate,
     Estimator,
+    IntervalEstimator,
     InversionEstimator,
-    confidence_param,
-    intervals_param,
 )
 from .estimation.observations import Observations, ReportGroup
 from .estimation.operators import (
@@ -35,7 +34,7 @@ from .estimation.operators import (
 )
 from .estimation.simplex import project_simplex
 from .estimation.unbiased import plan_matrix, unbiased_estimate
-from .estimation.uncertainty import Uncertainty, mle_uncertainty, unbiased_uncertainty
+from .estimation.uncertainty import Uncertainty, bootstrap_uncertainty, mle_uncertainty, unbiased_uncertainty
 from .model.dataset import Dataset
 from .model.domains import Categorical, Domain, Grid, Integers, OnDomain, make_domain, parse_domain
 from .model.mechanism import ROW_SUM_TOL, STRUCTURED_MIN_SIZE, Capabilities, Mechanism
@@ -59,8 +58,8 @@ __all__ = [
     "DEFAULT_DELTA",
     "INTERVAL_OUTPUTS",
     "Uncertainty",
-    "confidence_param",
-    "intervals_param",
+    "IntervalEstimator",
+    "bootstrap_uncertainty",
     "mle_uncertainty",
     "unbiased_uncertainty",
     "DOMAIN",
