@@ -22,9 +22,8 @@ from .estimation.estimator import (
     INTERVAL_OUTPUTS,
     Estimate,
     Estimator,
+    IntervalEstimator,
     InversionEstimator,
-    confidence_param,
-    intervals_param,
 )
 from .estimation.observations import Observations, ReportGroup
 from .estimation.operators import (
@@ -35,7 +34,7 @@ from .estimation.operators import (
 )
 from .estimation.simplex import project_simplex
 from .estimation.unbiased import plan_matrix, unbiased_estimate
-from .estimation.uncertainty import Uncertainty, mle_uncertainty, unbiased_uncertainty
+from .estimation.uncertainty import Uncertainty, bootstrap_uncertainty, mle_uncertainty, unbiased_uncertainty
 from .model.dataset import Dataset
 from .model.domains import Categorical, Domain, Grid, Integers, OnDomain, make_domain, parse_domain
 from .model.mechanism import ROW_SUM_TOL, STRUCTURED_MIN_SIZE, Capabilities, Mechanism
@@ -46,6 +45,8 @@ from .model.variables import DOMAIN, POINT, TASK, Variable
 from .plugin.executor import Executor
 from .plugin.hookspecs import hookimpl
 from .plugin.registry import PluginWarning, Registry, get_registry
+from .running.audit import audit_mechanism
+from .theory.audit import AuditReport, PathAudit, bayes_vulnerability
 from .theory.diagnostics import check_estimate, check_mechanism, mechanism_report, rr_parameters
 
 if TYPE_CHECKING:
@@ -60,8 +61,8 @@ __all__ = [
     "DEFAULT_DELTA",
     "INTERVAL_OUTPUTS",
     "Uncertainty",
-    "confidence_param",
-    "intervals_param",
+    "IntervalEstimator",
+    "bootstrap_uncertainty",
     "mle_uncertainty",
     "unbiased_uncertainty",
     "DOMAIN",
@@ -100,7 +101,11 @@ __all__ = [
     "Privacy",
     "Registry",
     "ReportGroup",
+    "AuditReport",
+    "PathAudit",
     "ScenarioError",
+    "audit_mechanism",
+    "bayes_vulnerability",
     "check_estimate",
     "check_mechanism",
     "check_start",

@@ -51,3 +51,24 @@ def em_problems(draw, max_count: int = 50):
     start = draw(st.lists(st.floats(0.01, 1.0), min_size=k, max_size=k))
     a = np.array(rows) / np.sum(rows, axis=1, keepdims=True)
     return a, np.array(counts), np.array(start) / np.sum(start)
+
+
+#: a third party's metric module, written to disk by tests of plugin provenance
+HALF_L1 = """
+import numpy as np
+from ldpsim import Metric, hookimpl
+
+
+class HalfL1(Metric):
+    \"\"\"Half the L1 distance.\"\"\"
+
+    name = "half-l1"
+
+    def _compute(self, estimate, truth, domain):
+        return 0.5 * float(np.abs(estimate - truth).sum())
+
+
+@hookimpl
+def register_metrics(register):
+    register(HalfL1)
+"""

@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 import xarray as xr
+from helpers import HALF_L1
 from ldpsim_plugins.executors.serial import Serial
 from typer.testing import CliRunner
 
@@ -224,6 +225,26 @@ def test_tasks_run_with_one_blas_thread(monkeypatch):
     assert seen == [1] * 4
 
 
+def test_a_run_enters_the_blas_limit_once_and_restores_it(monkeypatch):
+    """Entering the limit costs milliseconds, more than a small task: a run enters it once, not per task."""
+    from threadpoolctl import threadpool_info
+
+    from ldpsim.running import tasks as task_module
+
+    def blas_threads():
+        return sorted(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+
+    before = blas_threads()
+    entered = []
+    real = task_module.threadpool_limits
+    monkeypatch.setattr(task_module, "threadpool_limits", lambda **kw: (entered.append(kw), real(**kw))[1])
+    execute(load_scenario({**SWEEP, "repetitions": 5}))
+    assert entered == [{"limits": 1, "user_api": "blas"}]  # 10 tasks, one limit
+    assert blas_threads() == before
+    run_task(tasks(load_scenario(SWEEP))[0])  # a task on its own still runs limited
+    assert len(entered) == 2
+
+
 class Reversed(Executor):
     """Last task first, each sent through pickle as to another machine: a third party's executor."""
 
@@ -327,26 +348,6 @@ def test_a_checkpoint_made_by_another_ldpsim_version_is_refused(tmp_path, monkey
         match=r"^--resume: the checkpoint '.*x\.nc\.partial' was made by other code \(ldpsim .+ -> 9\.9\.9\);",
     ):
         Checkpoint(tmp_path / "x.nc", load_scenario(SWEEP), resume=True)
-
-
-HALF_L1 = """
-import numpy as np
-from ldpsim import Metric, hookimpl
-
-
-class HalfL1(Metric):
-    \"\"\"Half the L1 distance.\"\"\"
-
-    name = "half-l1"
-
-    def _compute(self, estimate, truth, domain):
-        return 0.5 * float(np.abs(estimate - truth).sum())
-
-
-@hookimpl
-def register_metrics(register):
-    register(HalfL1)
-"""
 
 
 @pytest.fixture

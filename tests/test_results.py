@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import scipy
 import xarray as xr
+from helpers import HALF_L1
 
 import ldpsim
 from ldpsim.results.io import open_results, save_results
@@ -101,26 +102,6 @@ def test_the_version_comes_from_git_with_a_fallback_outside_it():
     assert "version" not in meta["project"] and "version" in meta["project"]["dynamic"]
     assert any(r.startswith("setuptools-scm") for r in meta["build-system"]["requires"])
     assert meta["tool"]["setuptools_scm"]["fallback_version"]
-
-
-HALF_L1 = """
-import numpy as np
-from ldpsim import Metric, hookimpl
-
-
-class HalfL1(Metric):
-    \"\"\"Half the L1 distance.\"\"\"
-
-    name = "half-l1"
-
-    def _compute(self, estimate, truth, domain):
-        return 0.5 * float(np.abs(estimate - truth).sum())
-
-
-@hookimpl
-def register_metrics(register):
-    register(HalfL1)
-"""
 
 
 def test_an_uncommitted_edit_to_a_plugin_changes_the_recorded_code_digest(tmp_path, monkeypatch):

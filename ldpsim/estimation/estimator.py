@@ -16,7 +16,7 @@ from ..model.variables import DOMAIN, TASK, Variable
 from .engine import Likelihood
 from .observations import Observations
 from .unbiased import unbiased_estimate
-from .uncertainty import Uncertainty, unbiased_uncertainty
+from .uncertainty import Uncertainty, bootstrap_uncertainty, unbiased_uncertainty
 
 
 @dataclass(frozen=True)
@@ -80,16 +80,6 @@ INTERVAL_OUTPUTS: tuple[Variable, ...] = (
     ),
     Variable("confidence", ("estimator", TASK), "confidence level of lower and upper", optional=True),
 )
-
-
-def intervals_param() -> Param:
-    """The ``intervals`` parameter of an estimator that can state its uncertainty."""
-    return Param("bool", False, doc="also give each value's standard error and confidence interval (lower, upper)")
-
-
-def confidence_param() -> Param:
-    """The ``confidence`` parameter: the level of the intervals."""
-    return Param("float", 0.95, gt=0, lt=1, doc="confidence level of the intervals (with intervals = true)")
 
 
 class Estimator(Configurable):
@@ -157,24 +147,68 @@ class Estimator(Configurable):
         return MappingProxyType(checked)
 
 
-class InversionEstimator(Estimator):
+class IntervalEstimator(Estimator):
+    """Base of estimators that can state their uncertainty (``intervals = true``).
+
+    Subclasses implement :meth:`_point_estimate` (the estimate itself) and
+    :meth:`_analytic_uncertainty` (its standard errors by a formula, or None where there is none).
+    ``interval_method = "bootstrap"`` instead re-simulates the reports from the estimate and
+    re-estimates (:func:`ldpsim.estimation.uncertainty.bootstrap_uncertainty`), for any subclass.
+    The bounds at ``confidence`` become the declared outputs ``lower``, ``upper``, ``se``.
+    """
+
+    outputs = INTERVAL_OUTPUTS
+    intervals = Param("bool", False, doc="also give each value's standard error and confidence interval")
+    confidence = Param("float", 0.95, gt=0, lt=1, doc="confidence level of the intervals")
+    interval_method = Param(
+        "str",
+        "analytic",
+        choices=("analytic", "bootstrap"),
+        doc="analytic: the estimator's formula (Fisher information, exact covariance); bootstrap: re-simulate "
+        "the reports from the estimate and re-estimate",
+    )
+    replicates = Param("int", 200, ge=20, doc="bootstrap replicates (interval_method = bootstrap)")
+
+    def _point_estimate(self, observations: Observations) -> Estimate | np.ndarray:
+        raise NotImplementedError
+
+    def _analytic_uncertainty(self, observations: Observations, estimate: Estimate) -> Uncertainty | None:
+        return None
+
+    def _estimate(self, observations: Observations) -> Estimate:
+        result = self._point_estimate(observations)
+        estimate = result if isinstance(result, Estimate) else Estimate(np.asarray(result, dtype=float))
+        if not self.intervals:
+            return estimate
+        spread: Uncertainty | None
+        if self.interval_method == "bootstrap":
+
+            def again(replicate: Observations) -> np.ndarray:
+                found = self._point_estimate(replicate)
+                return np.asarray(found.distribution if isinstance(found, Estimate) else found, dtype=float)
+
+            spread = bootstrap_uncertainty(observations, estimate.distribution, again, replicates=self.replicates)
+        else:
+            spread = self._analytic_uncertainty(observations, estimate)
+        return replace(estimate, uncertainty=spread)
+
+
+class InversionEstimator(IntervalEstimator):
     """Base of estimators that post-process an unbiased estimate (matrix inversion, 001 Sec. VII):
     subclasses implement :meth:`_postprocess`, taking the estimate off the simplex back onto it.
 
-    With ``intervals = true`` they give the exact covariance of the unbiased estimate
+    Their analytic intervals come from the exact covariance of the unbiased estimate
     (:func:`ldpsim.estimation.uncertainty.unbiased_uncertainty`): the interval is the unbiased
     estimate's, centred on it, not on the post-processed estimate.
     """
 
     inverts_matrices: ClassVar[bool] = True
-    outputs = INTERVAL_OUTPUTS
-    intervals = intervals_param()
-    confidence = confidence_param()
 
     def _postprocess(self, unbiased: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
-    def _estimate(self, observations: Observations) -> Estimate:
-        unbiased = unbiased_estimate(observations)
-        spread = unbiased_uncertainty(observations, unbiased) if self.intervals else None
-        return Estimate(self._postprocess(unbiased), uncertainty=spread)
+    def _point_estimate(self, observations: Observations) -> np.ndarray:
+        return self._postprocess(unbiased_estimate(observations))
+
+    def _analytic_uncertainty(self, observations: Observations, estimate: Estimate) -> Uncertainty | None:
+        return unbiased_uncertainty(observations, unbiased_estimate(observations))

@@ -26,7 +26,7 @@ from .paths import parse_override
 from .provenance import provenance
 from .scenario import Scenario, load_scenario
 from .simulation import check_simulation_memory
-from .tasks import Task, TaskResult, run_task, simulate, tasks
+from .tasks import Task, TaskResult, one_blas_thread, run_task, simulate, tasks
 
 __all__ = [
     "Task",
@@ -125,12 +125,13 @@ def execute(
     if progress:
         progress(len(results), len(todo))
     rest = [t for t in todo if t.key not in done]
-    for result in runner.run(_TaskRunner(scenario.builder), rest) if rest else ():
-        if checkpoint is not None:
-            checkpoint.save(result)
-        results.append(result)
-        if progress:
-            progress(len(results), len(todo))
+    with one_blas_thread():  # entered once for the tasks this process runs, not once per task
+        for result in runner.run(_TaskRunner(scenario.builder), rest) if rest else ():
+            if checkpoint is not None:
+                checkpoint.save(result)
+            results.append(result)
+            if progress:
+                progress(len(results), len(todo))
     if len(results) != len(todo):
         raise RuntimeError(f"executor '{runner.name}' returned {len(results)} results for {len(todo)} tasks")
     attrs = provenance(scenario, wall_seconds=time.perf_counter() - started)

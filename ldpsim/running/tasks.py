@@ -21,7 +21,10 @@ the earlier repetitions identical.
 
 from __future__ import annotations
 
+import multiprocessing
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,15 +109,50 @@ def simulate(task: Task, builder: Builder | None = None) -> tuple[Setup, np.ndar
     return setup, truth, Observations(setup.domain, [g for g in groups if g is not None])
 
 
+#: True while this process runs tasks with one BLAS thread (see :func:`one_blas_thread`)
+_one_thread = False
+#: a worker process's limit, kept for the process's life
+_worker_limit: Any = None
+
+
+@contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """One BLAS thread inside, entered once however many tasks run there.
+
+    Entering the limit costs milliseconds (threadpoolctl inspects every loaded library), more
+    than a small task's estimation: a sweep of thousands of small runs enters it once, not per run.
+    The previous limits are restored on exit.
+    """
+    global _one_thread
+    if _one_thread:
+        yield
+        return
+    with threadpool_limits(limits=1, user_api="blas"):
+        _one_thread = True
+        try:
+            yield
+        finally:
+            _one_thread = False
+
+
 def run_task(task: Task, builder: Builder | None = None) -> TaskResult:
     """Simulate one population, estimate, and score the estimates.
 
     BLAS runs single-threaded inside a task: a threaded reduction may sum in a
     different order with another thread count, and tasks running side by side
     on a pool would otherwise oversubscribe the cores (5-10x slower when the
-    machine is busy). Parallelism comes from running tasks side by side.
+    machine is busy). Parallelism comes from running tasks side by side. A
+    worker process keeps the limit once set; in the main process it holds for
+    the task, or for the whole run inside :func:`one_blas_thread`.
     """
-    with threadpool_limits(limits=1, user_api="blas"):
+    global _worker_limit
+    if _one_thread:
+        return _run_task(task, builder)
+    if multiprocessing.parent_process() is not None:  # a pool's worker: limit it once, for good
+        if _worker_limit is None:
+            _worker_limit = threadpool_limits(limits=1, user_api="blas")
+        return _run_task(task, builder)
+    with one_blas_thread():
         return _run_task(task, builder)
 
 

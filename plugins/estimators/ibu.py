@@ -3,32 +3,28 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 from ldpsim import (
     DEFAULT_DELTA,
     DEFAULT_MAX_ITER,
     DEFAULT_TOL,
-    INTERVAL_OUTPUTS,
     Estimate,
-    Estimator,
+    IntervalEstimator,
     Likelihood,
     Observations,
     Param,
+    Uncertainty,
     check_start,
-    confidence_param,
     gibu,
     hookimpl,
-    intervals_param,
     mle_uncertainty,
 )
 
 
-class IBU(Estimator):
+class IBU(IntervalEstimator):
     """Generalized IBU (001 Algorithm 1): the MLE for any mix of mechanisms and repeated reports."""
 
     name = "ibu"
-    outputs = INTERVAL_OUTPUTS
     stop = Param(
         "str",
         "delta",
@@ -61,9 +57,6 @@ class IBU(Estimator):
         "false: one distribution for everyone, 001's model",
     )
 
-    intervals = intervals_param()
-    confidence = confidence_param()
-
     def _validate(self) -> None:
         if self.start is not None:
             check_start(self.start, self.start.size)  # a zero would exclude that value forever
@@ -72,12 +65,15 @@ class IBU(Estimator):
     def stopping_rule(self) -> str:
         return self.stop
 
-    def _estimate(self, observations: Observations) -> Estimate:
+    def _analytic_uncertainty(self, observations: Observations, estimate: Estimate) -> Uncertainty | None:
+        """The observed information at the estimate, on its face of the simplex (the pooled model's only)."""
+        if self.per_plan and len(observations.groups) > 1:
+            return None
+        return mle_uncertainty(observations, estimate.distribution)
+
+    def _point_estimate(self, observations: Observations) -> Estimate:
         if not self.per_plan or len(observations.groups) < 2:
-            estimate = self._gibu(observations)
-            if self.intervals:  # the observed information at the estimate, on its face of the simplex
-                return replace(estimate, uncertainty=mle_uncertainty(observations, estimate.distribution))
-            return estimate
+            return self._gibu(observations)
         # 001's model has every user drawn from one distribution; when cohorts differ (their own
         # datasets, local priors) that model is wrong and its MLE is biased however many users
         # report. Each plan's users are one cohort's sample: estimate each, weight by size.
