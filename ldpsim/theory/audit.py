@@ -52,7 +52,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import betaincinv, expit, logsumexp, ndtri
 
 from ..base.errors import ParameterError
 from ..base.memory import MemoryLimitError
@@ -189,12 +188,16 @@ def clopper_pearson(hits: np.ndarray, n: float, alpha: float) -> tuple[np.ndarra
 
 
 def _cp_lower(hits: np.ndarray, n: float, alpha: float) -> np.ndarray:
+    from scipy.special import betaincinv  # here, not at import: `import ldpsim` stays fast
+
     hits = np.asarray(hits, dtype=float)
     with np.errstate(invalid="ignore"):
         return np.where(hits > 0, betaincinv(hits, n - hits + 1, alpha), 0.0)
 
 
 def _cp_upper(hits: np.ndarray, n: float, alpha: float) -> np.ndarray:
+    from scipy.special import betaincinv  # here, not at import: `import ldpsim` stays fast
+
     hits = np.asarray(hits, dtype=float)
     with np.errstate(invalid="ignore"):
         return np.where(hits < n, betaincinv(hits + 1, n - hits, 1 - alpha), 1.0)
@@ -208,6 +211,8 @@ def ratio_bound(hits_x: np.ndarray, hits_y: np.ndarray, n: float, alpha: float) 
 
 def _wilson_ratio_bound(hits_x: np.ndarray, hits_y: np.ndarray, n: float, alpha: float) -> np.ndarray:
     """:func:`ratio_bound` with Wilson score bounds: a fast approximation, to rank candidate events."""
+    from scipy.special import ndtri  # here, not at import: `import ldpsim` stays fast
+
     z = float(ndtri(1 - alpha))
 
     def wilson(hits: np.ndarray, sign: float) -> np.ndarray:
@@ -227,6 +232,8 @@ def reachable_bound(level: float, draws: int, alpha: float) -> float:
     complement, ``P(S|x') <= 1/(1 + e^L)``; the best is searched over those with
     equality in the first (expected counts, Clopper-Pearson at ``alpha`` each side).
     """
+    from scipy.special import expit  # here, not at import: `import ldpsim` stays fast
+
     if level <= 0:
         return 0.0
     top = draws * float(expit(-level))  # expected hits of x' at the largest P(S|x')
@@ -594,6 +601,8 @@ def bayes_vulnerability(
     float
         The vulnerability, in ``[max(prior), 1]``.
     """
+    from scipy.special import logsumexp  # here, not at import: `import ldpsim` stays fast
+
     k = mech.domain.size
     pi = _prior(prior, k)
     try:
