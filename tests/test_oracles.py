@@ -149,6 +149,30 @@ def test_subset_selection_sampler_at_scale():
     assert chi2.sf(stat, k - 2) > 1e-4
 
 
+class CoarseKeys:
+    """A generator whose float32 draws take 4 values only: keys tie at the cut on most rows."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def random(self, size=None, dtype=np.float64):
+        u = self.rng.random(size)
+        return np.floor(u * 4).astype(dtype) / 4 if dtype == np.float32 else u
+
+
+def test_subset_selection_redraws_tied_keys_and_stays_exact():
+    """With ties on most rows, reports still hold omega values and follow P(S | x) (chi-square over the
+    15 subsets, false-alarm rate 1e-4)."""
+    k, omega, n = 6, 2, 30_000
+    mech = make("mechanism", "subset_selection", line(k), eps=1.0, omega=omega)
+    reports = mech._sample(np.zeros(n, dtype=np.int64), CoarseKeys(3))
+    truth = brute_force_subset_selection(k, omega, 1.0)
+    observed = np.array([np.sum(reports[:, 0] == code) for code in encode(list(truth), k)[:, 0]])
+    assert observed.sum() == n  # no report of another size
+    expected = n * np.array([p[0] for p in truth.values()])
+    assert chi2.sf(((observed - expected) ** 2 / expected).sum(), len(truth) - 1) > 1e-4
+
+
 @pytest.mark.parametrize("report", [[1 << 10], [-1], [(1 << 3) | 1 | 2]], ids=["beyond-k", "negative", "wrong-size"])
 def test_subset_selection_refuses_reports_it_cannot_send(report):
     mech = make("mechanism", "subset_selection", line(10), eps=1.0, omega=2)

@@ -15,8 +15,9 @@ derive as (near-)optimal for the estimation error.
 
 Sampling: x is in S with probability ``p = omega e^eps / (omega e^eps + k - omega)``
 (the mass of the subsets containing it); the omega - 1 (if it is) or omega (if not)
-other members are a uniform subset of the other k - 1 values, the smallest of k - 1
-uniform keys (one ``argpartition`` per chunk of users, no per-user loop).
+other members are a uniform subset of the other k - 1 values, those with the smallest of
+k - 1 uniform keys (one ``partition`` per chunk of users, no per-user loop; the rare rows
+whose keys tie at the cut are drawn again, so every report holds exactly omega values).
 
 Report encoding: S as its indicator bit vector, packed like the unary encodings'
 reports: bit j is bit ``j mod 62`` of int64 word ``j // 62`` (``ceil(k / 62)`` words;
@@ -175,23 +176,38 @@ class SubsetSelection(Mechanism):
 
     # ------------------------------------------------------------- contract
     def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        k, w = self.domain.size, self.size
+        k = self.domain.size
         out = np.empty((values.shape[0], self.report_width), dtype=np.int64)
         step = self._chunk_rows()
         for start in range(0, values.shape[0], step):
             x = values[start : start + step]
-            m = x.shape[0]
-            rows = np.arange(m)
-            inside = rng.random(m) < self.p
-            keys = rng.random((m, k))
-            keys[rows, x] = 2.0  # above every other key: x is never among the omega smallest
-            smallest = np.argpartition(keys, w - 1, axis=1)[:, :w]  # the w smallest, the largest of them last
-            take = np.arange(w)[None, :] < (w - inside)[:, None]  # w - 1 others if x is in S, else w
-            bits = np.zeros((m, k), dtype=bool)
-            bits[rows[:, None], smallest] = take
-            bits[rows, x] = inside
-            out[start : start + m] = self._pack(bits)
+            inside = rng.random(x.shape[0]) < self.p
+            bits = np.zeros((x.shape[0], k), dtype=bool)
+            todo = np.arange(x.shape[0])
+            while todo.size:  # rows whose keys tie at the cut are drawn again (about k 2^-24 of them)
+                picked, ok = self._others(x[todo], self.size - inside[todo], rng)
+                bits[todo[ok]] = picked[ok]
+                todo = todo[~ok]
+            bits[np.arange(x.shape[0]), x] = inside
+            out[start : start + x.shape[0]] = self._pack(bits)
         return out
+
+    def _others(self, x: np.ndarray, others: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """(bits, ok): row i marks the ``others[i]`` values other than x[i] with the smallest uniform keys.
+
+        ``ok`` is False where keys tie at the cut (the set would not have ``others[i]`` values); the
+        event is symmetric in the values, so redrawing those rows keeps the subsets uniform.
+        """
+        m, w = x.shape[0], self.size
+        rows = np.arange(m)
+        keys = rng.random((m, self.domain.size), dtype=np.float32)  # float32: half the cost of a partition
+        keys[rows, x] = 2.0  # above every other key: x is never among the omega smallest
+        ordered = np.partition(keys, w - 1, axis=1)  # one kth: a list of two costs four times as much
+        # the others-th smallest key: the w-th, or the largest of the w - 1 before it
+        below = ordered[:, : w - 1].max(axis=1) if w > 1 else np.full(m, -1.0, dtype=np.float32)
+        threshold = np.where(others == w, ordered[:, w - 1], below)
+        bits = keys <= threshold[:, None]
+        return bits, bits.sum(axis=1) == others
 
     def _log_likelihood(self, reports: np.ndarray) -> np.ndarray:
         reports = self._checked(reports)
