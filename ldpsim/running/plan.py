@@ -144,7 +144,8 @@ class Plan:
         if self.method == "analytic":
             spread = ""
         elif math.isfinite(self.se):
-            spread = f", ± {self.se:.2g} Monte-Carlo standard error, {self.repetitions} runs per point"
+            se = f"{float(f'{self.se:.2g}'):,.0f}" if self.question == "users" and self.se >= 10 else f"{self.se:.2g}"
+            spread = f", ± {se} Monte-Carlo standard error, {self.repetitions} runs per point"
         else:
             spread = ", Monte-Carlo error unknown: the curve is flat there"
         return f"{value} {given} ({self.method}{spread}): {self.note}"
@@ -467,6 +468,16 @@ def _fit(seen: dict[float, tuple[float, float]], target: float) -> tuple[float, 
     answer = float(np.exp(lx[0] + (math.log(target) - ls[0]) / slope))
     weight = (math.log(answer) - lx[0]) / (lx[1] - lx[0])
     se_error = (1 - weight) * ses[j - 1] + weight * ses[j]
+    # the fit is a staircase where the points are within noise of each other: a step between two close
+    # points would make the answer look sure, so the slope is also read over a factor 2 either side
+    a = int(np.searchsorted(xs, answer / 2, side="right")) - 1
+    b = int(np.searchsorted(xs, answer * 2, side="left"))
+    a, b = max(a, 0), min(b, xs.size - 1)
+    if b > a and smoothed[a] > 0 and smoothed[b] > 0:
+        wide = (math.log(smoothed[b]) - math.log(smoothed[a])) / (math.log(xs[b]) - math.log(xs[a]))
+        slope = max(slope, wide)  # the flatter of the two (slopes are negative)
+    if slope >= 0:
+        return answer, math.inf, curve
     return answer, float(answer * se_error / target / abs(slope)), curve
 
 
