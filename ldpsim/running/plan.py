@@ -133,7 +133,7 @@ class Plan:
         """The answer in one line, with its method and uncertainty."""
         what = self.describe_error()
         if self.question == "users":
-            value = f"{int(self.answer):,} users"
+            value = f"{int(self.answer):,} user{'s' * (int(self.answer) != 1)}"
             given = f"for {what} {self.target:g} at eps = {self.eps:g}"
         elif self.question == "eps":
             value = f"eps = {self.answer:.4g}"
@@ -335,6 +335,8 @@ def _plan_users(model: _Model, eps: float, target: float, analytic: str | None, 
         raise _unreachable(what, target, exc.limit, exc.se, f"no number of users up to {MAX_USERS:.0e}",
                            f"at {int(exc.at):,} users") from None  # fmt: skip
     note = analytic if analytic is not None else _sim_note(model, curve)
+    if answer <= MIN_USERS:
+        note = f"met already by {MIN_USERS} user; {note}"
     return Plan("users", answer=float(math.ceil(answer)), se=se, method=method, users=None, eps=eps, target=target,
                 note=note, curve=_as_curve("users", curve), **common)  # fmt: skip
 
@@ -353,6 +355,8 @@ def _plan_eps(model: _Model, users: int, target: float, analytic: str | None, co
         raise _unreachable(what, target, exc.limit, exc.se, f"no eps up to {MAX_EPS:g} with {users:,} users",
                            f"at eps = {exc.at:g}", more="more users") from None  # fmt: skip
     note = analytic if analytic is not None else _sim_note(model, curve)
+    if answer <= MIN_EPS:
+        note = f"met already at eps = {MIN_EPS:g}, the smallest searched; {note}"
     return Plan("eps", answer=answer, se=se, method=method, users=users, eps=None, target=target, note=note,
                 curve=_as_curve("eps", curve), **common)  # fmt: skip
 
