@@ -82,6 +82,28 @@ def test_simulated_users_agree_with_the_closed_form():
     assert np.all(np.diff(found.curve.points) > 0)
 
 
+def test_simulated_eps_agrees_with_the_analytic_eps():
+    """The eps a simulation search finds at 150 000 users for RMS L2 0.01 is the analytic one within 4 stated se."""
+    common = dict(users=150_000, target=0.01, error="l2", estimator="inv-p")
+    exact = plan("krr", "integers:0..19", method="analytic", **common)
+    found = plan("krr", "integers:0..19", method="simulation", repetitions=50, seed=2, **common)
+    assert found.question == "eps" and 0 < found.se < 0.05 * found.answer
+    assert abs(found.answer - exact.answer) <= 4 * found.se, (found.answer, found.se, exact.answer)
+
+
+def test_stated_monte_carlo_error_is_calibrated():
+    """Over 20 seeds, (answer - closed form) / stated se has sd within [0.5, 1.6] (chi-square with 19 df: each
+    bound has a false-alarm rate near 2e-4 if the stated se is right) and mean within 4 / sqrt(20)."""
+    common = dict(eps=2.0, target=0.01, error="l2", estimator="inv-p")
+    exact = plan("krr", "integers:0..19", method="analytic", **common).answer
+    z = []
+    for seed in range(20):
+        found = plan("krr", "integers:0..19", method="simulation", repetitions=20, seed=100 + seed, **common)
+        z.append((found.answer - exact) / found.se)
+    assert 0.5 <= np.std(z, ddof=1) <= 1.6, z
+    assert abs(np.mean(z)) <= 4 / math.sqrt(20), z
+
+
 def test_mle_users_by_simulation():
     """IBU has no formula: the answer is simulated, its curve brackets the target."""
     found = plan("krr", "integers:0..9", eps=1.0, target=0.05, estimator="ibu", repetitions=10)

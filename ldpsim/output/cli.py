@@ -1,4 +1,4 @@
-"""The ``ldpsim`` command line: run, list, show, plot, check, plan.
+"""The ``ldpsim`` command line: run, list, show, plot, check.
 
 Problems the user can fix are printed as one line, ``error: ...``, and exit
 with code 2; nothing is written in that case.
