@@ -119,6 +119,8 @@ __all__ = [
     "named_values_likelihood",
     "plan_matrix",
     "parse_domain",
+    "Plan",
+    "plan",
     "project_simplex",
     "rank_one_plus_sparse",
     "rr_parameters",
@@ -134,4 +136,8 @@ def __getattr__(name: str):
         from .running import runner, scenario
 
         return {"run_scenario": runner.run_scenario, "load_scenario": scenario.load_scenario}[name]
+    if name in ("plan", "Plan"):
+        from .running import plan
+
+        return {"plan": plan.plan, "Plan": plan.Plan}[name]
     raise AttributeError(f"module 'ldpsim' has no attribute {name!r}")
