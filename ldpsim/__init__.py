@@ -35,6 +35,7 @@ from .estimation.operators import (
 from .estimation.simplex import project_simplex
 from .estimation.unbiased import plan_matrix, unbiased_estimate
 from .estimation.uncertainty import Uncertainty, bootstrap_uncertainty, mle_uncertainty, unbiased_uncertainty
+from .model.bitvectors import WORD_BITS, BitVectorMechanism
 from .model.dataset import Dataset
 from .model.domains import Categorical, Domain, Grid, Integers, OnDomain, make_domain, parse_domain
 from .model.mechanism import ROW_SUM_TOL, STRUCTURED_MIN_SIZE, Capabilities, Mechanism
@@ -56,6 +57,8 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 
 __all__ = [
     "DEFAULT_DELTA",
+    "WORD_BITS",
+    "BitVectorMechanism",
     "INTERVAL_OUTPUTS",
     "Uncertainty",
     "IntervalEstimator",

@@ -30,21 +30,24 @@ bits set are zero (those reports are impossible: their likelihood is 0 for every
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.linalg import LinearOperator
 from scipy.special import gammaln
 
-from ldpsim import EstimationError, Mechanism, Param, ParameterError, Privacy, hookimpl, rank_one_plus_sparse
+from ldpsim import (
+    BitVectorMechanism,
+    EstimationError,
+    Param,
+    ParameterError,
+    Privacy,
+    hookimpl,
+    rank_one_plus_sparse,
+)
 
-#: bits per int64 word of a report (as the unary encodings')
-WORD_BITS = 62
 #: largest k for which the (k, 2^k) matrix is formed
 MAX_MATRIX_BITS = 12
-#: elements per temporary (chunk of users x k) in sampling and unpacking: ~16 MB of float64
-CHUNK_ELEMENTS = 1 << 21
 
 
 def _log_binom(n: int, m: int) -> float:
@@ -52,7 +55,7 @@ def _log_binom(n: int, m: int) -> float:
     return float(gammaln(n + 1) - gammaln(m + 1) - gammaln(n - m + 1))
 
 
-class SubsetSelection(Mechanism):
+class SubsetSelection(BitVectorMechanism):
     """Subset selection (Ye & Barg 2018; Wang et al. 2016): a subset of omega values, e^eps times likelier if it holds x."""
 
     name = "subset_selection"
@@ -81,7 +84,7 @@ class SubsetSelection(Mechanism):
         else:
             self.size = self.omega
         # An instance attribute shadows the class default: the width depends on the domain.
-        self.report_width = -(-k // WORD_BITS)
+        super()._validate()  # report_width from the domain
 
     # ----------------------------------------------------------- probabilities
     @property
@@ -133,52 +136,11 @@ class SubsetSelection(Mechanism):
         theta = np.asarray(theta, dtype=float)
         return (theta * p * (1 - p) + (1 - theta) * q * (1 - q)) / self.p_minus_q**2
 
-    # ----------------------------------------------------------- bit packing
-    def _pack(self, bits: np.ndarray) -> np.ndarray:
-        """(m, k) bool -> (m, report_width) int64 words (WORD_BITS bits each, little-endian)."""
-        m, k = bits.shape
-        w = self.report_width
-        words = np.zeros((m, w * WORD_BITS), dtype=bool)
-        words[:, :k] = bits
-        padded = np.zeros((m, w, 64), dtype=bool)  # the top 2 bits of each word stay 0
-        padded[:, :, :WORD_BITS] = words.reshape(m, w, WORD_BITS)
-        return np.packbits(padded, axis=-1, bitorder="little").view("<i8").reshape(m, w).astype(np.int64)
-
-    def _unpack(self, words: np.ndarray) -> np.ndarray:
-        """(m, report_width) int64 words -> (m, k) bool."""
-        m = words.shape[0]
-        raw = np.ascontiguousarray(words, dtype="<i8").view(np.uint8).reshape(m, self.report_width, 8)
-        bits = np.unpackbits(raw, axis=-1, bitorder="little")[:, :, :WORD_BITS]
-        return bits.reshape(m, -1)[:, : self.domain.size].astype(bool)
-
-    def _chunk_rows(self) -> int:
-        return max(1, CHUNK_ELEMENTS // self.domain.size)
-
-    def _bit_chunks(self, reports: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
-        """(rows, bits) for bounded chunks of checked reports."""
-        step = self._chunk_rows()
-        for start in range(0, reports.shape[0], step):
-            rows = slice(start, min(start + step, reports.shape[0]))
-            yield rows, self._unpack(reports[rows])
-
-    def _checked(self, reports: np.ndarray) -> np.ndarray:
-        """The reports, or EstimationError if one is not a bit vector of length k."""
-        k = self.domain.size
-        top = k - WORD_BITS * (self.report_width - 1)  # bits used in the last word
-        bad = np.any((reports < 0) | (reports >= 1 << WORD_BITS), axis=1) | ((reports[:, -1] >> top) != 0)
-        if bad.any():
-            report = tuple(int(v) for v in reports[np.argmax(bad)])
-            raise EstimationError(
-                f"report {report} is not an output of {self!r} (a {k}-bit vector packed {WORD_BITS} bits per word)",
-                hint="check that the reports were produced by this mechanism",
-            )
-        return reports
-
     # ------------------------------------------------------------- contract
     def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         k = self.domain.size
         out = np.empty((values.shape[0], self.report_width), dtype=np.int64)
-        step = self._chunk_rows()
+        step = self.chunk_rows()
         for start in range(0, values.shape[0], step):
             x = values[start : start + step]
             inside = rng.random(x.shape[0]) < self.p
@@ -189,7 +151,7 @@ class SubsetSelection(Mechanism):
                 bits[todo[ok]] = picked[ok]
                 todo = todo[~ok]
             bits[np.arange(x.shape[0]), x] = inside
-            out[start : start + x.shape[0]] = self._pack(bits)
+            out[start : start + x.shape[0]] = self.pack_bits(bits)
         return out
 
     def _others(self, x: np.ndarray, others: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -210,10 +172,10 @@ class SubsetSelection(Mechanism):
         return bits, bits.sum(axis=1) == others
 
     def _log_likelihood(self, reports: np.ndarray) -> np.ndarray:
-        reports = self._checked(reports)
+        reports = self.checked_bits(reports)
         log_in = self.eps - self.log_normalizer
         out = np.empty((reports.shape[0], self.domain.size))
-        for rows, bits in self._bit_chunks(reports):
+        for rows, bits in self.bit_chunks(reports):
             valid = bits.sum(axis=1) == self.size  # other bit vectors are never reported
             out[rows] = np.where(valid[:, None], np.where(bits, log_in, log_in - self.eps), -np.inf)
         return out
@@ -221,7 +183,7 @@ class SubsetSelection(Mechanism):
     def _bit_matrix(self, reports: np.ndarray) -> csr_matrix:
         """The (D, k) 0/1 matrix B[d, x] = [x in S_d], sparse, built in bounded chunks."""
         indices, lengths = [], []
-        for _, bits in self._bit_chunks(reports):
+        for _, bits in self.bit_chunks(reports):
             lengths.append(bits.sum(axis=1))
             indices.append(np.nonzero(bits)[1].astype(np.int32))  # row-major: sorted by row, then column
         indptr = np.concatenate([[0], np.cumsum(np.concatenate(lengths))]) if lengths else np.zeros(1, np.int64)
@@ -229,7 +191,7 @@ class SubsetSelection(Mechanism):
         return csr_matrix((np.ones(idx.size), idx, indptr), shape=(reports.shape[0], self.domain.size))
 
     def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
-        reports = self._checked(reports)
+        reports = self.checked_bits(reports)
         bits = self._bit_matrix(reports)
         valid = np.diff(bits.indptr) == self.size
         # an impossible report gets shift -inf: the estimation engine names it
@@ -239,7 +201,7 @@ class SubsetSelection(Mechanism):
     def _counts_in(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray:
         """sum_d counts_d [x in S_d] for every x; EstimationError on a subset of the wrong size."""
         hits = np.zeros(self.domain.size)
-        for rows, bits in self._bit_chunks(reports):
+        for rows, bits in self.bit_chunks(reports):
             sizes = bits.sum(axis=1)
             if np.any(sizes != self.size):
                 bad = int(np.flatnonzero(sizes != self.size)[0])
@@ -254,17 +216,17 @@ class SubsetSelection(Mechanism):
 
     def _unbiased_estimate(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray:
         # Wang et al. (2016): E[C_x / n] = q + (p - q) theta_x, so (C_x / n - q) / (p - q) is unbiased.
-        reports = self._checked(reports)
+        reports = self.checked_bits(reports)
         counts = np.asarray(counts, dtype=float)
         return (self._counts_in(reports, counts) / counts.sum() - self.q) / self.p_minus_q
 
     def _likely_subset(self, reports: np.ndarray) -> np.ndarray | None:
         # 004 Def. 2: a value in no reported subset has likelihood 1/Z on every report, which any value
         # of some reported subset matches everywhere and beats (e^eps / Z) on that report.
-        reports = self._checked(reports)
+        reports = self.checked_bits(reports)
         if reports.shape[0] == 0:
             return None
-        mask = self._unpack(np.bitwise_or.reduce(reports, axis=0)[None, :])[0]
+        mask = self.unpack_bits(np.bitwise_or.reduce(reports, axis=0)[None, :])[0]
         return mask if mask.any() else None
 
     def _output_count(self) -> int | None:
