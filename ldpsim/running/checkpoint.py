@@ -1,8 +1,9 @@
 """Checkpoints of long runs: finished tasks kept next to the output, so an interrupted run can resume.
 
 ``<output>.partial/`` holds ``fingerprint.json`` (what was being run, with which code) and one
-``.npz`` file per finished task, each written to a temporary name and renamed,
-so a file there is always complete. A run with ``resume`` loads the tasks of a
+``.npz`` file per finished task, each written to a temporary name, flushed to the disk and
+renamed, so a file there is complete; one that is not (a disk that lied, a copy cut short)
+is ignored and its task runs again. A run with ``resume`` loads the tasks of a
 checkpoint with the same fingerprint and runs the others; the checkpoint is
 removed once the results file is written.
 """
@@ -13,6 +14,8 @@ import hashlib
 import json
 import os
 import shutil
+import zipfile
+import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +79,8 @@ class Checkpoint:
         code = code_identity(used_plugins(setups_of(scenario)).values())
         self.fingerprint = fingerprint(scenario, code)
         manifest = self.path / MANIFEST
+        if self.path.exists() and not resume and not len(self):
+            shutil.rmtree(self.path)  # a run stopped before any task finished: nothing to keep
         if self.path.exists():
             if not resume:
                 raise LdpsimError(
@@ -116,8 +121,10 @@ class Checkpoint:
                 with np.load(file, allow_pickle=False) as data:
                     key = tuple(int(k) for k in data[_KEY])
                     values = {name: data[name] for name in data.files if name != _KEY}
-            except (OSError, ValueError, KeyError, EOFError):
-                continue
+            except (OSError, ValueError, KeyError, EOFError, TypeError, zipfile.BadZipFile, zlib.error):
+                continue  # truncated or corrupt: the task runs again, and its file is replaced
+            if self._file(key) != file:
+                continue  # not the task its name says
             done[key] = TaskResult(key, values)
         return done
 

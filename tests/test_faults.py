@@ -1,0 +1,141 @@
+"""Faults: corrupt checkpoints, late failures, killed parents, full disks, outputs that would overwrite inputs.
+
+Each test reproduces one fault and asserts the run resumes, cleans up, or stops with one line.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import ldpsim
+from ldpsim.base.atomic import atomic_path
+from ldpsim.running.checkpoint import Checkpoint, checkpoint_dir
+from ldpsim.running.runner import run_task, tasks
+from ldpsim.running.scenario import load_scenario
+
+SMALL = {
+    "name": "small",
+    "seed": 5,
+    "users": 500,
+    "repetitions": 2,
+    "domain": {"kind": "integers", "low": 0, "high": 4},
+    "dataset": {"name": "uniform"},
+    "cohorts": {"all": {"reports": [{"mechanism": "krr", "eps": 1.0}]}},
+    "estimators": ["ibu", "inv-p"],
+    "metrics": ["tv"],
+    "sweep": {"eps": {"path": "cohorts.all.reports.0.eps", "values": [0.5, 2.0]}},
+}
+TIMING = {"seconds"}
+
+
+def assert_same_numbers(a: xr.Dataset, b: xr.Dataset) -> None:
+    assert set(a.data_vars) == set(b.data_vars)
+    for name in set(a.data_vars) - TIMING:
+        np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
+
+
+@pytest.fixture(scope="module")
+def expected() -> xr.Dataset:
+    return ldpsim.run_scenario(SMALL)
+
+
+def counting_run_task(monkeypatch) -> list[tuple[int, ...]]:
+    """Record the keys of the tasks that run (in this process: the serial executor)."""
+    calls: list[tuple[int, ...]] = []
+    real = ldpsim.running.runner.run_task
+
+    def counted(task, builder=None):
+        calls.append(task.key)
+        return real(task, builder)
+
+    monkeypatch.setattr(ldpsim.running.runner, "run_task", counted)
+    return calls
+
+
+# --- 1. corrupt checkpoints; fsync ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda data: data[: len(data) // 2], id="truncated"),
+        pytest.param(lambda data: b"", id="empty"),
+        pytest.param(lambda data: data[:30] + bytes(len(data) - 30), id="zeroed"),
+        pytest.param(lambda data: data[:-200] + bytes(200), id="bad-crc"),
+    ],
+)
+def test_an_unreadable_checkpoint_file_is_run_again_on_resume(damage, expected, tmp_path, monkeypatch):
+    out = tmp_path / "out.nc"
+    loaded = load_scenario(SMALL)
+    checkpoint = Checkpoint(out, loaded)
+    for task in tasks(loaded)[:3]:
+        checkpoint.save(run_task(task, loaded.builder))
+    victim = checkpoint_dir(out) / "task-0-1.npz"
+    victim.write_bytes(damage(victim.read_bytes()))
+    calls = counting_run_task(monkeypatch)
+    resumed = ldpsim.run_scenario(SMALL, output=out, resume=True)
+    assert sorted(calls) == [(0, 1), (1, 1)]  # the damaged task and the one never run
+    assert_same_numbers(expected, resumed)
+    assert not checkpoint_dir(out).exists()
+
+
+def test_a_checkpoint_file_holding_another_tasks_key_is_not_trusted(tmp_path, monkeypatch):
+    out = tmp_path / "out.nc"
+    loaded = load_scenario(SMALL)
+    checkpoint = Checkpoint(out, loaded)
+    checkpoint.save(run_task(tasks(loaded)[0], loaded.builder))
+    (checkpoint_dir(out) / "task-0-0.npz").rename(checkpoint_dir(out) / "task-1-1.npz")
+    assert Checkpoint(out, loaded, resume=True).load() == {}
+
+
+def test_an_empty_checkpoint_left_by_a_killed_run_does_not_block_the_next_run(expected, tmp_path):
+    out = tmp_path / "out.nc"
+    Checkpoint(out, load_scenario(SMALL))  # killed before any task finished
+    assert_same_numbers(expected, ldpsim.run_scenario(SMALL, output=out))
+    assert out.exists() and not checkpoint_dir(out).exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to name flushed files")
+def test_results_and_checkpoints_are_flushed_file_then_folder_around_the_rename(tmp_path, monkeypatch):
+    events: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace(src, dst):
+        events.append(("replace", str(Path(dst).resolve())))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    out = tmp_path / "out.nc"
+    ldpsim.run_scenario({**SMALL, "sweep": {}, "repetitions": 1}, output=out)
+    folder, partial = str(tmp_path.resolve()), str(checkpoint_dir(out).resolve())
+    task = str((checkpoint_dir(out) / "task-0.npz").resolve())
+    # the task file: data flushed under its temporary name, renamed, then the folder flushed
+    at = events.index(("replace", task))
+    assert events[at - 1][0] == "fsync" and events[at - 1][1].startswith(partial + "/.task-0.npz.")
+    assert events[at + 1] == ("fsync", partial)
+    at = events.index(("replace", str(out.resolve())))
+    assert events[at - 1][0] == "fsync" and events[at - 1][1].startswith(folder + "/.out.nc.")
+    assert events[at + 1] == ("fsync", folder)
+
+
+def test_a_killed_writers_temporary_files_are_removed_at_the_next_write(tmp_path):
+    target = tmp_path / "out.nc"
+    dead = tmp_path / ".out.nc.999999999.x1y2.tmp"  # a pid above any pid_max: no such process
+    legacy = tmp_path / ".out.nc.k3j_9q.tmp"  # written before temporary names held the pid
+    alive = tmp_path / f".out.nc.{os.getppid()}.a1b2.tmp"  # a write in progress elsewhere
+    other = tmp_path / ".other.nc.999999999.x1y2.tmp"
+    for path in (dead, legacy, alive, other):
+        path.write_text("half")
+    with atomic_path(target) as tmp:
+        tmp.write_text("new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["out.nc", alive.name, other.name])
