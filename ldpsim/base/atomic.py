@@ -49,7 +49,7 @@ def remove_stale(path: str | os.PathLike, suffix: str = ".tmp") -> list[Path]:
     """
     path = Path(path)
     prefix = f".{path.name}."
-    removed = []
+    removed: list[Path] = []
     try:
         names = [p for p in path.parent.iterdir() if p.name.startswith(prefix) and p.name.endswith(suffix)]
     except OSError:
