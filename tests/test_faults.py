@@ -6,6 +6,9 @@ Each test reproduces one fault and asserts the run resumes, cleans up, or stops 
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -139,3 +142,84 @@ def test_a_killed_writers_temporary_files_are_removed_at_the_next_write(tmp_path
     with atomic_path(target) as tmp:
         tmp.write_text("new")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["out.nc", alive.name, other.name])
+
+
+# --- 2. late failures are found before the first run ------------------------------------------
+
+SCENARIO_TOML = """\
+name = "late"
+seed = 1
+users = 300
+repetitions = 1
+estimators = {estimators}
+metrics = ["tv"]
+[domain]
+kind = "integers"
+low = 0
+high = 4
+[dataset]
+name = "uniform"
+[cohorts.all]
+reports = [{{ mechanism = "krr", eps = 1 }}]
+[sweep.{axis}]
+path = "{path}"
+values = {values}
+"""
+
+
+def run_cli(tmp_path: Path, text: str, *args: str) -> tuple[int, list[str], Path]:
+    """Run ``ldpsim run`` on a scenario with ``text`` in a fresh interpreter: (exit code, stderr lines, output)."""
+
+    scenario = tmp_path / "late.toml"
+    scenario.write_text(text)
+    out = tmp_path / "late.nc"
+    done = subprocess.run(
+        [sys.executable, "-m", "ldpsim.output.cli", "run", str(scenario), "-o", str(out), "-q", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return done.returncode, done.stderr.strip().splitlines(), out
+
+
+@pytest.mark.parametrize(
+    ("estimators", "axis", "path", "values", "message"),
+    [
+        (
+            '["krr-mle"]',
+            "mech",
+            "cohorts.all.reports.0",
+            '[{ mechanism = "krr", eps = 1 }, { mechanism = "geometric", eps = 1 }]\nlabels = ["krr", "geometric"]',
+            r"estimators\.krr-mle: krr-mle needs every user to send one report through the same k-RR mechanism "
+            r"\(at sweep point mech=geometric\); use ibu",
+        ),
+        (
+            "{ ibu = { start = [0.2, 0.3, 0.5] } }",
+            "eps",
+            "cohorts.all.reports.0.eps",
+            "[1, 2]",
+            r"estimators\.ibu\.start: has 3 entries, the domain has 5 \(at sweep point eps=1\)",
+        ),
+    ],
+    ids=["krr-mle-on-geometric", "ibu-start-of-another-size"],
+)
+def test_a_sweep_point_that_would_fail_late_is_refused_before_the_first_run(
+    estimators, axis, path, values, message, tmp_path
+):
+    text = SCENARIO_TOML.format(estimators=estimators, axis=axis, path=path, values=values)
+    code, lines, out = run_cli(tmp_path, text, "-e", "serial")
+    assert code == 2 and len(lines) == 1, lines
+    assert re.search(message, lines[0]), lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["late.toml"]  # no output, no .partial
+
+
+def test_run_scenario_refuses_a_late_failure_before_any_task_runs(tmp_path, monkeypatch):
+    calls = counting_run_task(monkeypatch)
+    mixed = {
+        **SMALL,
+        "estimators": ["ibu", "krr-mle"],
+        "sweep": {"rounds": {"path": "cohorts.all.reports.0.repeat", "values": [1, 2]}},
+    }
+    with pytest.raises(ldpsim.LdpsimError, match=r"^estimators\.krr-mle: .* \(at sweep point rounds=2\)"):
+        ldpsim.run_scenario(mixed, output=tmp_path / "out.nc")
+    assert calls == [] and list(tmp_path.iterdir()) == []

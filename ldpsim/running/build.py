@@ -87,6 +87,7 @@ class Builder:
         self.base_dir = base_dir
         self.registry = registry or get_registry()
         self._cache: dict[str, Any] = {}
+        self._checked: set[tuple[Any, ...]] = set()
 
     def setup(self, point: Point, axes: Sequence[Axis] = ()) -> Setup:
         """The plugin instances of ``point``.
@@ -98,13 +99,34 @@ class Builder:
             message ends with the sweep point (``(at sweep point eps=-1)``).
         """
         try:
-            return self._setup(point.document)
+            setup = self._setup(point.document)
         except LdpsimError as exc:
             swept = [a for a in axes if exc.field and any(related(exc.field, p) for p in a.paths)]
             if swept:  # say which sweep value is at fault
                 where = ", ".join(f"{a.name}={point.coords[a.name]}" for a in swept)
                 raise type(exc)(f"{exc.problem} (at sweep point {where})", field=exc.field, hint=exc.hint) from None
             raise
+        try:
+            self._check_estimators(setup)
+        except LdpsimError as exc:
+            if axes:  # the combination is at fault: say at which point
+                where = ", ".join(f"{a.name}={point.coords[a.name]}" for a in axes)
+                raise type(exc)(f"{exc.problem} (at sweep point {where})", field=exc.field, hint=exc.hint) from None
+            raise
+        return setup
+
+    def _check_estimators(self, setup: Setup) -> None:
+        """Each estimator's :meth:`~ldpsim.Estimator.check_setup` on the point's domain and plans (once per combination)."""
+        plans = tuple(dict.fromkeys(cohort.plan for cohort in setup.cohorts if cohort.users > 0))
+        for label, estimator in setup.estimators.items():
+            key = (id(estimator), json.dumps(setup.domain.spec(), sort_keys=True, default=str), plans)
+            if key in self._checked:
+                continue
+            try:
+                estimator.check_setup(setup.domain, plans)
+            except LdpsimError as exc:
+                raise exc.at(f"estimators.{label}") from None
+            self._checked.add(key)
 
     def _setup(self, doc: dict) -> Setup:
         domain = make_domain(doc["domain"])
