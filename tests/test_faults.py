@@ -223,3 +223,117 @@ def test_run_scenario_refuses_a_late_failure_before_any_task_runs(tmp_path, monk
     with pytest.raises(ldpsim.LdpsimError, match=r"^estimators\.krr-mle: .* \(at sweep point rounds=2\)"):
         ldpsim.run_scenario(mixed, output=tmp_path / "out.nc")
     assert calls == [] and list(tmp_path.iterdir()) == []
+
+
+# --- 3. the process pool: workers die with their parent; Ctrl-C twice -------------------------
+
+SLOW = """\
+name = "slow"
+seed = 1
+users = 1_000_000
+repetitions = 60
+estimators = ["ibu"]
+metrics = ["tv"]
+[domain]
+kind = "integers"
+low = 0
+high = 199
+[dataset]
+name = "uniform"
+[cohorts.all]
+reports = [{ mechanism = "geometric", eps = 0.05 }]
+"""
+needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="needs /proc to find the workers")
+
+
+def children(pid: int) -> set[int]:
+    """The processes whose parent is ``pid``."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.add(int(stat.parent.name))
+    return found
+
+
+def alive(pids: set[int]) -> set[int]:
+    """Those of ``pids`` that still run (zombies count as gone)."""
+    running = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            running.add(pid)
+    return running
+
+
+def start_slow_run(tmp_path: Path) -> tuple[subprocess.Popen, set[int]]:
+    """``ldpsim run`` of a slow scenario on two worker processes, in its own session; (process, workers)."""
+    import time
+
+    scenario = tmp_path / "slow.toml"
+    scenario.write_text(SLOW)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "ldpsim.output.cli", "run", str(scenario), "-o", str(tmp_path / "slow.nc"), "-q"]
+        + ["-e", "processes", "-j", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    workers: set[int] = set()
+    while time.monotonic() < deadline and len(workers) < 2:
+        time.sleep(0.2)
+        workers = alive(children(run.pid))
+        assert run.poll() is None, run.communicate()
+    assert len(workers) >= 2, "the pool did not start"
+    time.sleep(1.0)  # the workers are in their first tasks
+    return run, workers
+
+
+@needs_proc
+def test_workers_die_when_the_main_process_is_killed(tmp_path):
+    import signal
+    import time
+
+    run, workers = start_slow_run(tmp_path)
+    try:
+        os.kill(run.pid, signal.SIGKILL)  # what the out-of-memory killer does: no clean-up at all
+        deadline = time.monotonic() + 5
+        while alive(workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not alive(workers), "workers outlived their parent"
+    finally:
+        for pid in alive(workers):
+            os.kill(pid, signal.SIGKILL)
+        run.communicate()
+
+
+@needs_proc
+def test_ctrl_c_twice_stops_promptly_with_one_line_and_no_worker_left(tmp_path):
+    import signal
+    import time
+
+    run, workers = start_slow_run(tmp_path)
+    try:
+        os.killpg(run.pid, signal.SIGINT)  # the terminal sends it to the whole foreground group
+        time.sleep(0.3)
+        os.killpg(run.pid, signal.SIGINT)
+        _, stderr = run.communicate(timeout=15)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.communicate()
+    lines = stderr.strip().splitlines()
+    assert run.returncode == 130 and len(lines) == 1 and lines[0].startswith("interrupted"), stderr
+    deadline = time.monotonic() + 5
+    while alive(workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(workers)
+    assert not list(tmp_path.glob(".slow.nc*"))  # no temporary file of a cut write

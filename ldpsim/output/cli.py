@@ -7,6 +7,8 @@ with code 2; nothing is written in that case.
 from __future__ import annotations
 
 import json
+import signal
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -117,6 +119,31 @@ def progress_bar(description: str, quiet: bool) -> Iterator[Callable[[int, int],
 
 
 @contextmanager
+def interrupt_once() -> Iterator[None]:
+    """Ctrl-C stops a run once: presses while it stops are ignored, so they cannot cut its clean-up short.
+
+    A second press would otherwise raise inside the clean-up (killing the workers, removing an
+    empty checkpoint) and end in a traceback with workers left running.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pressed = []
+
+    def interrupt(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # until the process exits
+        pressed.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, interrupt)
+    try:
+        yield
+    finally:
+        if not pressed:
+            signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
 def run_flags() -> Iterator[None]:
     """Errors about a run option, named by their flag (``--workers``) rather than their keyword."""
     try:
@@ -164,7 +191,7 @@ def run(
 
     target = output if output is not None else Path(f"{scenario.stem}.nc")
     started = time.perf_counter()
-    with user_errors(f"{scenario}: "), run_flags():
+    with interrupt_once(), user_errors(f"{scenario}: "), run_flags():
         try:
             with progress_bar(scenario.stem, quiet) as progress:
                 ds = run_scenario(
