@@ -337,3 +337,102 @@ def test_ctrl_c_twice_stops_promptly_with_one_line_and_no_worker_left(tmp_path):
         time.sleep(0.1)
     assert not alive(workers)
     assert not list(tmp_path.glob(".slow.nc*"))  # no temporary file of a cut write
+
+
+# --- 4. a full disk ---------------------------------------------------------------------------
+
+
+def hidden(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.rglob(".*"))
+
+
+def test_a_full_disk_at_the_final_write_is_one_line_and_keeps_the_finished_runs(expected, tmp_path, monkeypatch):
+    import errno
+
+    out = tmp_path / "out.nc"
+
+    def full(self, path, *args, **kwargs):
+        Path(path).write_bytes(b"CDF half")  # the write got this far
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(xr.Dataset, "to_netcdf", full)
+        with pytest.raises(ldpsim.LdpsimError) as caught:
+            ldpsim.run_scenario(SMALL, output=out)
+    assert str(caught.value) == (
+        f"output: could not write '{out}' (No space left on device); its 4 finished runs are kept in "
+        f"'{checkpoint_dir(out)}'; make room, then run again with --resume (nothing is recomputed)"
+    )
+    assert not out.exists() and hidden(tmp_path) == []
+    calls = counting_run_task(monkeypatch)
+    assert_same_numbers(expected, ldpsim.run_scenario(SMALL, output=out, resume=True))
+    assert calls == [] and not checkpoint_dir(out).exists()
+
+
+def test_a_full_disk_while_checkpointing_stops_the_run_with_one_line(tmp_path, monkeypatch):
+    import errno
+
+    out = tmp_path / "out.nc"
+
+    def full(file, *args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(np, "savez", full)
+    with pytest.raises(ldpsim.LdpsimError, match=r"^output: could not write '.*task-0-0\.npz' \(No space left"):
+        ldpsim.run_scenario(SMALL, output=out)
+    assert list(tmp_path.iterdir()) == []  # no task finished: no checkpoint either
+
+
+def limited(megabytes: float):
+    """A ``preexec_fn`` capping the size of files the child writes (a disk that fills up)."""
+    import resource
+    import signal
+
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG, as on a full disk
+        size = int(megabytes * 2**20)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+
+    return apply
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs resource limits")
+def test_the_cli_under_a_file_size_limit_says_so_in_one_line_and_leaves_no_temporary_file(tmp_path):
+    scenario = tmp_path / "small.toml"
+    scenario.write_text(SCENARIO_TOML.split("[sweep")[0].format(estimators='["ibu", "inv-p"]'))
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    command = [sys.executable, "-m", "ldpsim.output.cli"]
+    # 16 KiB: the checkpoint's task files fit, the results file does not
+    done = subprocess.run(
+        [*command, "run", str(scenario), "-o", str(tmp_path / "small.nc"), "-q", "-e", "serial"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        preexec_fn=limited(1 / 64),
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "could not write" in lines[0] and "finished runs are kept in" in lines[0]
+    assert not (tmp_path / "small.nc").exists() and hidden(tmp_path) == []
+    done = subprocess.run(
+        [*command, "run", str(scenario), "-o", str(tmp_path / "small.nc"), "-q", "-e", "serial", "--resume"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    # a figure: 1 KiB is too little for any image
+    done = subprocess.run(
+        [*command, "plot", str(tmp_path / "small.nc"), "-o", str(tmp_path / "small.png")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        preexec_fn=limited(1 / 1024),
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"error: output: could not write '{tmp_path / 'small.png'}' (")
+    assert not (tmp_path / "small.png").exists() and hidden(tmp_path) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import Final
@@ -32,11 +33,35 @@ def check_output(path: str | os.PathLike) -> Path:
 
 
 def save_results(ds: xr.Dataset, path: str | os.PathLike) -> Path:
-    """Write ``ds`` as netCDF4 atomically: a reader sees the old file or the complete new one."""
+    """Write ``ds`` as netCDF4 atomically: a reader sees the old file or the complete new one.
+
+    Raises
+    ------
+    LdpsimError
+        If the file cannot be written (a full disk, a file size limit); nothing is left behind.
+    """
     path = check_output(path)
-    with atomic_path(path) as tmp:
-        ds.to_netcdf(tmp, engine=ENGINE)
+    try:
+        with atomic_path(path) as tmp:
+            ds.to_netcdf(tmp, engine=ENGINE)
+    except (OSError, RuntimeError) as exc:  # the netCDF library reports a failed write as RuntimeError
+        raise write_error(path, exc) from None
     return path
+
+
+#: errors that mean the disk (or a limit on file sizes) has no room
+_NO_ROOM = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
+
+
+def write_error(path: str | os.PathLike, exc: BaseException, *, field: str = "output") -> LdpsimError:
+    """The one-line error of a write to ``path`` that failed with ``exc``."""
+    code = getattr(exc, "errno", None)
+    reason = os.strerror(code) if isinstance(code, int) else str(exc) or type(exc).__name__
+    if code in _NO_ROOM or not isinstance(code, int):
+        hint = "free some disk space (or raise the file size limit), or write elsewhere"
+    else:
+        hint = "choose another location"
+    return LdpsimError(f"could not write '{path}' ({reason})", field=field, hint=hint)
 
 
 def open_results(path: str | os.PathLike) -> xr.Dataset:

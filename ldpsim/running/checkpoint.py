@@ -23,6 +23,7 @@ import numpy as np
 
 from ..base.atomic import atomic_path
 from ..base.errors import LdpsimError
+from ..results.io import write_error
 from .provenance import code_identity, setups_of, used_plugins
 from .tasks import TaskResult
 
@@ -132,8 +133,11 @@ class Checkpoint:
         """Keep one finished task (atomically: a reader never sees half a file)."""
         arrays: dict[str, Any] = {name: np.asarray(value) for name, value in result.values.items()}
         arrays[_KEY] = np.asarray(result.key, dtype=np.int64)
-        with atomic_path(self._file(result.key), suffix=".npz") as tmp:
-            np.savez(tmp, **arrays)
+        try:
+            with atomic_path(self._file(result.key), suffix=".npz") as tmp:
+                np.savez(tmp, **arrays)
+        except OSError as exc:  # a full disk: the run stops with one line, keeping the tasks saved so far
+            raise write_error(self._file(result.key), exc) from None
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)

@@ -214,6 +214,13 @@ def run_scenario(
         if not len(checkpoint):
             checkpoint.remove()  # nothing to resume: leave no trace
         raise  # finished tasks stay in the checkpoint; a run without resume refuses to discard them
-    save_results(ds, target)
+    try:
+        save_results(ds, target)
+    except LdpsimError as exc:  # a full disk at the very end: keep the work, say where it is
+        raise type(exc)(
+            f"{exc.problem}; its {len(checkpoint)} finished runs are kept in '{checkpoint.path}'",
+            field=exc.field,
+            hint="make room, then run again with --resume (nothing is recomputed)",
+        ) from None
     checkpoint.remove()
     return ds
