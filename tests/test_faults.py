@@ -17,6 +17,7 @@ import xarray as xr
 
 import ldpsim
 from ldpsim.base.atomic import atomic_path
+from ldpsim.results.io import open_results
 from ldpsim.running.checkpoint import Checkpoint, checkpoint_dir
 from ldpsim.running.runner import run_task, tasks
 from ldpsim.running.scenario import load_scenario
@@ -436,3 +437,83 @@ def test_the_cli_under_a_file_size_limit_says_so_in_one_line_and_leaves_no_tempo
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert lines[0].startswith(f"error: output: could not write '{tmp_path / 'small.png'}' (")
     assert not (tmp_path / "small.png").exists() and hidden(tmp_path) == []
+
+
+# --- 5. the output never replaces an input, nor a file that is not results ---------------------
+
+CSV_SCENARIO = """\
+name = "people"
+seed = 2
+users = 200
+repetitions = 1
+estimators = ["ibu"]
+metrics = ["tv"]
+[domain]
+kind = "integers"
+low = 0
+high = 3
+[dataset]
+name = "csv"
+path = "ages.csv"
+column = "age"
+replace = true
+[cohorts.all]
+reports = [{ mechanism = "krr", eps = 1 }]
+"""
+
+
+def cli_run(*args: str) -> tuple[int, list[str]]:
+    done = subprocess.run(
+        [sys.executable, "-m", "ldpsim.output.cli", "run", *args, "-q", "-e", "serial"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return done.returncode, done.stderr.strip().splitlines()
+
+
+@pytest.fixture
+def csv_scenario(tmp_path: Path) -> Path:
+    (tmp_path / "ages.csv").write_text("age\n" + "\n".join(str(i % 4) for i in range(50)) + "\n")
+    scenario = tmp_path / "people.toml"
+    scenario.write_text(CSV_SCENARIO)
+    return scenario
+
+
+@pytest.mark.parametrize("victim", ["people.toml", "ages.csv"])
+@pytest.mark.parametrize("force", [[], ["--force"]], ids=["plain", "forced"])
+def test_the_output_never_replaces_an_input_of_the_run(victim, force, csv_scenario, tmp_path):
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    code, lines = cli_run(str(csv_scenario), "-o", str(tmp_path / victim), *force)
+    assert code == 2 and len(lines) == 1, lines
+    assert lines[0].endswith(
+        f"output: '{tmp_path / victim}' is an input of this run; choose another file name for the output"
+    )
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # nothing written, no .partial
+
+
+def test_the_output_replaces_results_but_other_files_only_when_forced(csv_scenario, tmp_path):
+    other = tmp_path / "notes.nc"
+    other.write_text("my notes")
+    code, lines = cli_run(str(csv_scenario), "-o", str(other))
+    assert code == 2 and lines == [
+        f"error: {csv_scenario}: output: '{other}' exists and is not an ldpsim results file; "
+        "choose another file name, or add --force to replace it"
+    ]
+    assert other.read_text() == "my notes" and not checkpoint_dir(other).exists()
+    assert cli_run(str(csv_scenario), "-o", str(other), "--force")[0] == 0
+    assert open_results(other)["error"].size > 0
+    assert cli_run(str(csv_scenario), "-o", str(other))[0] == 0  # results replace results
+
+
+def test_a_plot_never_replaces_the_results_it_draws(csv_scenario, tmp_path):
+    results = tmp_path / "people.nc"
+    assert cli_run(str(csv_scenario), "-o", str(results))[0] == 0
+    done = subprocess.run(
+        [sys.executable, "-m", "ldpsim.output.cli", "plot", str(results), "-o", str(results)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2 and "is an input of this run" in done.stderr
+    assert open_results(results)["error"].size > 0

@@ -184,6 +184,9 @@ def run(
         bool, typer.Option("--resume", help="skip the runs an interrupted run finished (kept in <output>.partial)")
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar or summary")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="replace the output even if it is not an ldpsim results file")
+    ] = False,
 ) -> None:
     """Run a scenario and write its results as netCDF4."""
     from ..running.checkpoint import checkpoint_dir, finished_tasks
@@ -199,6 +202,7 @@ def run(
                     set=set_,
                     output=target,
                     resume=resume,
+                    force=force,
                     executor=executor or ("dask" if scheduler else "processes"),
                     workers=workers,
                     scheduler=scheduler,
@@ -310,13 +314,14 @@ def plot(
     rep: Annotated[int | None, typer.Option(help="repetition shown by heatmap and bar (default 0)")] = None,
 ) -> None:
     """Plot errors (summary, box, line) or distributions (heatmap, bar) from a results file."""
-    from ..results.io import check_output, open_results
+    from ..results.io import check_output, check_overwrite, open_results
     from .plot_options import parse_at
     from .plotting import figure, save_figure
 
     with user_errors():
         ds = open_results(results)
         target = check_output(output if output is not None else results.with_suffix(".png"))
+        check_overwrite(target, [results], force=True)  # an image replaces an image, never the results
         fig = figure(ds, kind, metrics=metric, estimators=estimator, sweep=sweep, at=parse_at(at), rep=rep)
         save_figure(fig, target)
     err.print(f"wrote {target}", markup=False)

@@ -88,6 +88,8 @@ class Builder:
         self.registry = registry or get_registry()
         self._cache: dict[str, Any] = {}
         self._checked: set[tuple[Any, ...]] = set()
+        #: the data files the scenario names (a run must not write over them)
+        self.inputs: set[Path] = set()
 
     def setup(self, point: Point, axes: Sequence[Axis] = ()) -> Setup:
         """The plugin instances of ``point``.
@@ -248,6 +250,7 @@ class Builder:
             value = params.get(key)
             if "path" in param.kinds and isinstance(value, str):
                 params[key] = str(self.base_dir / value)
+                self.inputs.add(self.base_dir / value)
             if "distribution" in param.kinds and value == "dataset":
                 known = dataset.distribution() if dataset is not None else None
                 if known is None:

@@ -18,7 +18,7 @@ from ..estimation.unbiased import check_unbiased_memory
 from ..plugin.executor import Executor
 from ..plugin.registry import get_registry
 from ..results.assemble import Layout, assemble
-from ..results.io import check_output, save_results
+from ..results.io import check_output, check_overwrite, save_results
 from ..results.variables import declared
 from .build import Builder
 from .checkpoint import Checkpoint
@@ -161,6 +161,7 @@ def run_scenario(
     set: Sequence[str] = (),  # noqa: A002  (mirrors the CLI's --set)
     output: str | os.PathLike | None = None,
     resume: bool = False,
+    force: bool = False,
     jobs: int | None = None,
     executor: str | Executor = "serial",
     workers: int | None = None,
@@ -185,6 +186,9 @@ def run_scenario(
         Run only the tasks an interrupted run with the same ``output`` did not finish. Without
         it an existing checkpoint is refused (it may hold hours of work); with it, so is a
         checkpoint of another scenario, of other overrides or of other code.
+    force
+        Replace ``output`` even if it is not an ldpsim results file. An input of the run (the
+        scenario file, a data file it names) is never replaced.
     jobs, executor, workers, scheduler
         Where the tasks run (see :func:`execute`). The numbers never depend on it.
     progress
@@ -207,6 +211,8 @@ def run_scenario(
     if output is None:
         return execute(scenario, executor=runner, progress=progress)
     target = check_output(output)
+    inputs = [*(scenario.builder.inputs if scenario.builder else ()), scenario.source]
+    check_overwrite(target, [path for path in inputs if path is not None], force=force)
     checkpoint = Checkpoint(target, scenario, resume=resume)
     try:
         ds = execute(scenario, executor=runner, checkpoint=checkpoint, progress=progress)
