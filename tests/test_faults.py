@@ -517,3 +517,93 @@ def test_a_plot_never_replaces_the_results_it_draws(csv_scenario, tmp_path):
     )
     assert done.returncode == 2 and "is an input of this run" in done.stderr
     assert open_results(results)["error"].size > 0
+
+
+# --- 6. a catalogue of bad values: one line, exit 2, nothing written ---------------------------
+
+BASE = """\
+name = "base"
+seed = 1
+users = 300
+repetitions = 1
+estimators = ["ibu", "inv-p"]
+metrics = ["tv"]
+[domain]
+kind = "integers"
+low = 0
+high = 4
+[dataset]
+name = "binomial"
+p = 0.5
+[cohorts.all]
+reports = [{ mechanism = "krr", eps = 1 }]
+"""
+EPS = "cohorts.all.reports.0.eps"
+BAD_VALUES = [
+    (f"{EPS}=0", r"cohorts\.all\.reports\[0\]\.eps: must be > 0"),
+    (f"{EPS}=-1", r"cohorts\.all\.reports\[0\]\.eps: must be > 0"),
+    (f"{EPS}=nan", r"cohorts\.all\.reports\[0\]\.eps: must be finite"),
+    (f"{EPS}=inf", r"cohorts\.all\.reports\[0\]\.eps: must be finite"),
+    (f"{EPS}='a'", r"cohorts\.all\.reports\[0\]\.eps: expected a number"),
+    (f"{EPS}=[1]", r"cohorts\.all\.reports\[0\]\.eps: expected a number"),
+    ("cohorts.all.reports.0={ mechanism = 'geometric', eps = nan }", r"reports\[0\]\.eps: must be finite"),
+    ("cohorts.all.reports.0={ mechanism = 'oue', eps = -inf }", r"reports\[0\]\.eps: must be"),
+    ("cohorts.all.reports.0.repeat=0", r"repeat: must be a positive integer"),
+    ("cohorts.all.share=inf", r"cohorts\.all\.share: 'inf' is not a number"),
+    ("cohorts.all.share=1.5", r"cohorts\.all\.share: must be in \[0, 1\]"),
+    ("users=0", r"users: must be a positive integer"),
+    ("users=1.5", r"users: must be a positive integer"),
+    ("users=nan", r"users: must be a positive integer"),
+    ("users=inf", r"users: must be a positive integer"),
+    ("users='x'", r"users: must be a positive integer"),
+    ("users=9223372036854775808", r"users: must be at most 9223372036854775807"),
+    ("repetitions=0", r"repetitions: must be an integer in 1\.\."),
+    ("repetitions=1e9", r"repetitions: must be an integer in 1\.\."),
+    ("seed=-1", r"seed: must be an integer in 0\.\."),
+    ("seed=1.5", r"seed: must be an integer in 0\.\."),
+    ("dataset.p=1.5", r"dataset\.p: must be <= 1"),
+    ("dataset.p=nan", r"dataset\.p: must be finite"),
+    ("dataset={ name = 'uniform', low = 3, high = 1 }", r"dataset"),
+    ("dataset={ name = 'csv', path = 'missing.csv', column = 'x' }", r"dataset\.path"),
+    ("domain.kind=[1]", r"domain\.kind: unknown kind"),
+    ("domain.high=-1", r"domain\.high: high \(-1\) must exceed low"),
+    ("estimators=['nope']", r"estimators\.nope\.name: unknown estimator 'nope'"),
+    ("estimators={ ibu = { delta = 0 } }", r"estimators\.ibu\.delta: must be > 0"),
+    ("estimators={ ibu = { delta = nan } }", r"estimators\.ibu\.delta: must be finite"),
+    ("estimators={ ibu = { max_iter = -1 } }", r"estimators\.ibu\.max_iter: must be >= 0"),
+    ("estimators={ ibu = { stop = 'x' } }", r"estimators\.ibu\.stop: unknown value 'x'"),
+    ("estimators={ ibu = { confidence = 1 } }", r"estimators\.ibu\.confidence: must be < 1"),
+    ("estimators={ ibu = { start = [0.5, 0.5] } }", r"estimators\.ibu\.start: has 2 entries, the domain has 5"),
+    ("estimators={ ibu = { start = [1, 0, 0, 0, 0] } }", r"estimators\.ibu\.start: is zero"),
+    ("estimators=['krr-mle'] ; cohorts.all.reports.0.repeat=2", r"estimators\.krr-mle: krr-mle needs every user"),
+]
+
+
+@pytest.mark.parametrize(("override", "message"), BAD_VALUES, ids=[case[0] for case in BAD_VALUES])
+def test_a_bad_value_is_one_line_with_exit_2_and_nothing_written(override, message, tmp_path):
+    from typer.testing import CliRunner
+
+    from ldpsim.output.cli import app
+
+    scenario = tmp_path / "base.toml"
+    scenario.write_text(BASE)
+    sets = [arg for text in override.split(" ; ") for arg in ("--set", text)]
+    done = CliRunner().invoke(app, ["run", str(scenario), "-o", str(tmp_path / "x.nc"), "-q", "-e", "serial", *sets])
+    lines = done.output.strip().splitlines()
+    assert done.exit_code == 2 and len(lines) == 1 and "Traceback" not in done.output, done.output
+    assert lines[0].startswith(f"error: {scenario}: ") and re.search(message, lines[0]), lines[0]
+    assert [p.name for p in tmp_path.iterdir()] == ["base.toml"]
+
+
+def test_the_catalogues_base_scenario_runs(tmp_path):
+    from typer.testing import CliRunner
+
+    from ldpsim.output.cli import app
+
+    scenario = tmp_path / "base.toml"
+    scenario.write_text(BASE)
+    done = CliRunner().invoke(
+        app,
+        ["run", str(scenario), "-o", str(tmp_path / "x.nc"), "-q", "-e", "serial", "--set", "estimators=['krr-mle']"],
+    )
+    assert done.exit_code == 0, done.output  # so each refusal above is the bad value's doing

@@ -29,6 +29,8 @@ from .sweep import Axis, Point
 COHORT_KEYS = ("share", "reports", "dataset")
 #: how far from 1 the cohorts' shares may sum (float shares like 0.1 + 0.2 + 0.7)
 SHARE_TOL = 1e-9
+#: the most users a point may have: their counts are 64-bit integers
+MAX_USERS = 2**63 - 1
 
 
 @dataclass
@@ -143,6 +145,10 @@ class Builder:
         if isinstance(users, bool) or not isinstance(users, int) or users < 1:
             raise ScenarioError(
                 f"must be a positive integer, got {users!r}", field="users", hint="e.g. users = 100_000"
+            )
+        if users > MAX_USERS:  # counts are 64-bit integers
+            raise ScenarioError(
+                f"must be at most {MAX_USERS}, got {users}", field="users", hint="count users in 64-bit integers"
             )
         limit = dataset.max_users
         if limit is not None and users > limit:
@@ -276,7 +282,7 @@ def _share(value: Any, where: str) -> Fraction:
         raise ScenarioError("is missing", field=where, hint='give each cohort a share, e.g. share = 0.5 or "1/3"')
     try:
         share = Fraction(value) if isinstance(value, str) else Fraction(value).limit_denominator(10**12)
-    except (ValueError, ZeroDivisionError, TypeError):
+    except (ValueError, ZeroDivisionError, TypeError, OverflowError):  # OverflowError: inf
         raise ScenarioError(
             f"'{value}' is not a number or fraction", field=where, hint='write e.g. 0.25 or "1/4"'
         ) from None
