@@ -145,6 +145,20 @@ def test_a_killed_writers_temporary_files_are_removed_at_the_next_write(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["out.nc", alive.name, other.name])
 
 
+def test_resuming_removes_the_task_files_a_killed_run_was_writing(expected, tmp_path):
+    out = tmp_path / "out.nc"
+    loaded = load_scenario(SMALL)
+    Checkpoint(out, loaded).save(run_task(tasks(loaded)[0], loaded.builder))
+    dead = checkpoint_dir(out) / ".task-0-1.npz.999999999.k2x_a9zz.npz"
+    dead.write_bytes(b"PK half")
+    assert_same_numbers(expected, ldpsim.run_scenario(SMALL, output=out, resume=True))
+    assert not checkpoint_dir(out).exists()
+    Checkpoint(out, loaded).save(run_task(tasks(loaded)[0], loaded.builder))
+    dead.write_bytes(b"PK half")
+    Checkpoint(out, loaded, resume=True)
+    assert sorted(p.name for p in checkpoint_dir(out).iterdir()) == ["fingerprint.json", "task-0-0.npz"]
+
+
 # --- 2. late failures are found before the first run ------------------------------------------
 
 SCENARIO_TOML = """\

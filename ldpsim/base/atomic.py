@@ -10,6 +10,7 @@ temporary files of writers that no longer run (a write killed by SIGKILL cannot 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,17 +18,19 @@ from pathlib import Path
 
 
 @contextmanager
-def atomic_path(path: str | os.PathLike, *, suffix: str = ".tmp") -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike, *, suffix: str = ".tmp", clean: bool = True) -> Iterator[Path]:
     """A temporary path next to ``path``; on success it replaces ``path``, on any error it is removed.
 
     The temporary file gets the mode a newly created file would get (mkstemp makes it private),
     and lives in the same directory so that the final rename is atomic. File and rename are
-    flushed to the disk before the context exits.
+    flushed to the disk before the context exits. With ``clean``, temporary files that killed
+    writes to ``path`` left are removed first (this lists the folder: a writer of many files in
+    one folder passes False and calls :func:`remove_stale_in` once).
     """
     path = Path(path)
-    prefix = f".{path.name}."
-    remove_stale(path, suffix)
-    fd, tmp = tempfile.mkstemp(prefix=f"{prefix}{os.getpid()}.", suffix=suffix, dir=path.parent)
+    if clean:
+        remove_stale(path, suffix)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=suffix, dir=path.parent)
     os.close(fd)
     try:
         yield Path(tmp)
@@ -58,6 +61,29 @@ def remove_stale(path: str | os.PathLike, suffix: str = ".tmp") -> list[Path]:
         owner = candidate.name[len(prefix) :].split(".", 1)[0]
         if owner.isdigit() and _running(int(owner)):
             continue  # a write in progress (or this process's own)
+        try:
+            candidate.unlink()
+        except OSError:
+            continue
+        removed.append(candidate)
+    return removed
+
+
+#: a temporary name of :func:`atomic_path`: .<target>.<pid>.<random><suffix>
+_TEMPORARY = re.compile(r"^\.(?P<target>.+)\.(?P<pid>\d+)\.[a-z0-9_]+(?P<suffix>\.[^.]+)$")
+
+
+def remove_stale_in(folder: str | os.PathLike) -> list[Path]:
+    """Remove every temporary file in ``folder`` whose writer no longer runs (see :func:`remove_stale`)."""
+    removed = []
+    try:
+        names = [p for p in Path(folder).iterdir() if p.name.startswith(".")]
+    except OSError:
+        return []
+    for candidate in names:
+        match = _TEMPORARY.match(candidate.name)
+        if match is None or _running(int(match["pid"])):
+            continue
         try:
             candidate.unlink()
         except OSError:

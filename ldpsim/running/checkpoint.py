@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..base.atomic import atomic_path
+from ..base.atomic import atomic_path, remove_stale_in
 from ..base.errors import LdpsimError
 from ..results.io import write_error
 from .provenance import code_identity, setups_of, used_plugins
@@ -106,6 +106,7 @@ class Checkpoint:
                     field="--resume",
                     hint="remove that folder, or drop --resume and write to another output",
                 )
+            remove_stale_in(self.path)  # of task files whose writing was killed
         else:
             self.path.mkdir()
             record = {"fingerprint": self.fingerprint, "scenario": scenario.name, "code": code}
@@ -134,7 +135,7 @@ class Checkpoint:
         arrays: dict[str, Any] = {name: np.asarray(value) for name, value in result.values.items()}
         arrays[_KEY] = np.asarray(result.key, dtype=np.int64)
         try:
-            with atomic_path(self._file(result.key), suffix=".npz") as tmp:
+            with atomic_path(self._file(result.key), suffix=".npz", clean=False) as tmp:  # cleaned at open
                 np.savez(tmp, **arrays)
         except OSError as exc:  # a full disk: the run stops with one line, keeping the tasks saved so far
             raise write_error(self._file(result.key), exc) from None
