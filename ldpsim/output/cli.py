@@ -7,6 +7,8 @@ with code 2; nothing is written in that case.
 from __future__ import annotations
 
 import json
+import signal
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -117,6 +119,31 @@ def progress_bar(description: str, quiet: bool) -> Iterator[Callable[[int, int],
 
 
 @contextmanager
+def interrupt_once() -> Iterator[None]:
+    """Ctrl-C stops a run once: presses while it stops are ignored, so they cannot cut its clean-up short.
+
+    A second press would otherwise raise inside the clean-up (killing the workers, removing an
+    empty checkpoint) and end in a traceback with workers left running.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pressed = []
+
+    def interrupt(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # until the process exits
+        pressed.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, interrupt)
+    try:
+        yield
+    finally:
+        if not pressed:
+            signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
 def run_flags() -> Iterator[None]:
     """Errors about a run option, named by their flag (``--workers``) rather than their keyword."""
     try:
@@ -157,6 +184,9 @@ def run(
         bool, typer.Option("--resume", help="skip the runs an interrupted run finished (kept in <output>.partial)")
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar or summary")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="replace the output even if it is not an ldpsim results file")
+    ] = False,
 ) -> None:
     """Run a scenario and write its results as netCDF4."""
     from ..running.checkpoint import checkpoint_dir, finished_tasks
@@ -164,7 +194,7 @@ def run(
 
     target = output if output is not None else Path(f"{scenario.stem}.nc")
     started = time.perf_counter()
-    with user_errors(f"{scenario}: "), run_flags():
+    with interrupt_once(), user_errors(f"{scenario}: "), run_flags():
         try:
             with progress_bar(scenario.stem, quiet) as progress:
                 ds = run_scenario(
@@ -172,6 +202,7 @@ def run(
                     set=set_,
                     output=target,
                     resume=resume,
+                    force=force,
                     executor=executor or ("dask" if scheduler else "processes"),
                     workers=workers,
                     scheduler=scheduler,
@@ -283,13 +314,14 @@ def plot(
     rep: Annotated[int | None, typer.Option(help="repetition shown by heatmap and bar (default 0)")] = None,
 ) -> None:
     """Plot errors (summary, box, line) or distributions (heatmap, bar) from a results file."""
-    from ..results.io import check_output, open_results
+    from ..results.io import check_output, check_overwrite, open_results
     from .plot_options import parse_at
     from .plotting import figure, save_figure
 
     with user_errors():
         ds = open_results(results)
         target = check_output(output if output is not None else results.with_suffix(".png"))
+        check_overwrite(target, [results], force=True)  # an image replaces an image, never the results
         fig = figure(ds, kind, metrics=metric, estimators=estimator, sweep=sweep, at=parse_at(at), rep=rep)
         save_figure(fig, target)
     err.print(f"wrote {target}", markup=False)
