@@ -35,6 +35,7 @@ from .estimation.operators import (
 from .estimation.simplex import project_simplex
 from .estimation.unbiased import plan_matrix, unbiased_estimate
 from .estimation.uncertainty import Uncertainty, bootstrap_uncertainty, mle_uncertainty, unbiased_uncertainty
+from .model.bitvectors import WORD_BITS, BitVectorMechanism
 from .model.dataset import Dataset
 from .model.domains import Categorical, Domain, Grid, Integers, OnDomain, make_domain, parse_domain
 from .model.mechanism import ROW_SUM_TOL, STRUCTURED_MIN_SIZE, Capabilities, Mechanism
@@ -59,6 +60,8 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 
 __all__ = [
     "DEFAULT_DELTA",
+    "WORD_BITS",
+    "BitVectorMechanism",
     "INTERVAL_OUTPUTS",
     "Uncertainty",
     "IntervalEstimator",
@@ -123,6 +126,8 @@ __all__ = [
     "named_values_likelihood",
     "plan_matrix",
     "parse_domain",
+    "Plan",
+    "plan",
     "project_simplex",
     "rank_one_plus_sparse",
     "rr_parameters",
@@ -143,4 +148,8 @@ def __getattr__(name: str):
         from .running import runner, scenario
 
         return {"run_scenario": runner.run_scenario, "load_scenario": scenario.load_scenario}[name]
+    if name in ("plan", "Plan"):
+        from .running import plan
+
+        return {"plan": plan.plan, "Plan": plan.Plan}[name]
     raise AttributeError(f"module 'ldpsim' has no attribute {name!r}")

@@ -47,6 +47,9 @@ EXAMPLES = {
     "rappor": (Integers(low=0, high=5), {"eps": 1.0}),
     "oue": (Integers(low=0, high=5), {"eps": 2.0}),
     "olh": (LINE, {"eps": 1.5}),
+    "subset_selection": (Integers(low=0, high=5), {"eps": 1.0}),
+    "adp": (Integers(low=0, high=5), {"eps": 1.0}),  # k-RR (6 < 3 e + 2)
+    "hadamard": (LINE, {"eps": 1.0}),
     "lip": (Integers(low=0, high=2), {"eps": 2.0, "prior": [0.2, 0.3, 0.5]}),
     "lip-binary": (Integers(low=0, high=1), {"eps": 1.0, "prior": [0.4, 0.6]}),
     "matrix": (Categorical(values=["x", "y"]), {"rows": [[0.8, 0.2], [0.3, 0.7]]}),
@@ -75,12 +78,16 @@ CAPABILITIES = {
     "rappor": {"structured_likelihood", "unbiased_estimate", "likely_subset"},
     "oue": {"structured_likelihood", "unbiased_estimate", "likely_subset"},
     "olh": {"structured_likelihood", "unbiased_estimate"},
+    "subset_selection": {"structured_likelihood", "unbiased_estimate", "likely_subset", "output_count"},
+    # the union of k-RR's and OUE's: a hook the chosen mechanism lacks returns None
+    "adp": {"structured_likelihood", "unbiased_estimate", "likely_subset", "output_count", "named_value_likelihood"},
+    "hadamard": {"structured_likelihood", "unbiased_estimate", "output_count"},
     "lip": set(),
     "lip-binary": set(),
     "matrix": set(),
 }
 #: mechanisms whose structured likelihood is used on every domain (bit vectors, hashed reports)
-ALWAYS_STRUCTURED = {"rappor", "oue", "olh"}
+ALWAYS_STRUCTURED = {"rappor", "oue", "olh", "subset_selection"}
 
 
 def test_every_example_has_its_capabilities_listed():
@@ -163,7 +170,8 @@ def test_the_structured_likelihood_is_used_from_the_size_policy_on(name, rng):
         domain = _domain_of_size(name, size)
         mech = make("mechanism", name, domain, eps=eps)
         reports = mech.sample(rng.integers(0, domain.size, 50), rng)
-        structured = name in ALWAYS_STRUCTURED or size >= ldpsim.STRUCTURED_MIN_SIZE
+        always = name in ALWAYS_STRUCTURED or (name == "adp" and mech.chosen == "oue")  # adp: the chosen's policy
+        structured = always or size >= ldpsim.STRUCTURED_MIN_SIZE
         assert (mech.likelihood_operator(reports) is not None) is structured, (name, size)
         assert mech.structured_likelihood(reports) is not None  # whatever the size
         obs = Observations.from_reports(domain, [(mech, reports)])

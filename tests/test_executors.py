@@ -135,7 +135,8 @@ def test_task_results_round_trip_through_a_checkpoint_variable_by_variable(tmp_p
 
 
 def test_a_checkpoint_of_another_scenario_is_refused(tmp_path):
-    Checkpoint(tmp_path / "x.nc", load_scenario(SWEEP))
+    loaded = load_scenario(SWEEP)
+    Checkpoint(tmp_path / "x.nc", loaded).save(run_task(tasks(loaded)[0], loaded.builder))
     other = load_scenario({**SWEEP, "users": 3000})
     with pytest.raises(
         LdpsimError,
@@ -159,11 +160,16 @@ def test_the_cli_resumes_and_cleans_up(tmp_path):
         '[cohorts.all]\nreports = [{ mechanism = "krr", eps = 1 }]\n'
     )
     out = tmp_path / "s.nc"
-    checkpoint_dir(out).mkdir()  # the leftover of a crash before the fingerprint was written
+    checkpoint_dir(out).mkdir()
+    (checkpoint_dir(out) / "task-0-0.npz").write_bytes(b"PK")  # a finished task, as far as a listing tells
     refused = cli.invoke(app, ["run", str(scenario), "-o", str(out), "-e", "serial", "-q"])
     assert refused.exit_code == 2 and "holds the finished runs of an interrupted run" in refused.output
     assert not out.exists()
-    checkpoint_dir(out).rmdir()
+    (checkpoint_dir(out) / "task-0-0.npz").unlink()
+    # the leftover of a crash before any task finished holds nothing: it does not block a run
+    empty = cli.invoke(app, ["run", str(scenario), "-o", str(out), "-e", "serial", "-q"])
+    assert empty.exit_code == 0, empty.output
+    out.unlink()
     # --resume without a checkpoint runs everything; success removes the checkpoint
     done = cli.invoke(app, ["run", str(scenario), "-o", str(out), "-e", "serial", "-q", "--resume"])
     assert done.exit_code == 0, done.output

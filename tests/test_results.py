@@ -76,7 +76,7 @@ def test_a_failed_write_leaves_no_file_and_keeps_the_old_one(tmp_path, monkeypat
         raise OSError("disk full")
 
     monkeypatch.setattr(xr.Dataset, "to_netcdf", explode)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(ldpsim.LdpsimError, match=r"^output: could not write .*r\.nc. \(disk full\)"):
         save_results(ds, target)
     assert target.read_text() == "previous results"
     assert [p.name for p in tmp_path.iterdir()] == ["r.nc"]

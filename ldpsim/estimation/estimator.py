@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
 
+from ..model.domains import Domain
+from ..model.mechanism import Mechanism
 from ..model.params import Configurable, Param
 from ..model.variables import DOMAIN, TASK, Variable
 from .engine import Likelihood
@@ -95,6 +97,27 @@ class Estimator(Configurable):
 
     def _estimate(self, observations: Observations) -> Estimate | np.ndarray:
         raise NotImplementedError
+
+    def check_setup(self, domain: Domain, plans: Sequence[tuple[Mechanism, ...]]) -> None:
+        """Refuse, before any user is simulated, a domain or report plans this estimator cannot work with.
+
+        A run calls it for every sweep point, so a point that would fail only when its turn
+        comes (an estimator for one mechanism given another, a parameter whose length must be
+        the domain's) fails when the scenario loads, before hours of other points ran. The
+        default accepts everything; override it when :meth:`_estimate` would refuse or fail.
+
+        Parameters
+        ----------
+        domain
+            The domain of the point.
+        plans
+            The distinct report plans of the point's cohorts that have users.
+
+        Raises
+        ------
+        LdpsimError
+            One line saying what does not fit; ``field`` names the parameter at fault, if one is.
+        """
 
     @property
     def stopping_rule(self) -> str:

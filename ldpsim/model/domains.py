@@ -282,7 +282,7 @@ def make_domain(spec: Mapping[str, Any] | Domain) -> Domain:
     kind = params.pop("kind", None)
     if kind is None:
         raise ScenarioError("has no 'kind'", field="domain", hint='add kind = "integers", "grid" or "categorical"')
-    if kind not in DOMAIN_KINDS:
+    if not isinstance(kind, str) or kind not in DOMAIN_KINDS:
         raise ScenarioError(f"unknown kind '{kind}'", field="domain.kind", hint=did_you_mean(str(kind), DOMAIN_KINDS))
     try:
         return DOMAIN_KINDS[kind](**params)

@@ -7,6 +7,8 @@ with code 2; nothing is written in that case.
 from __future__ import annotations
 
 import json
+import signal
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -134,6 +136,31 @@ def progress_bar(description: str, quiet: bool) -> Iterator[Callable[[int, int],
 
 
 @contextmanager
+def interrupt_once() -> Iterator[None]:
+    """Ctrl-C stops a run once: presses while it stops are ignored, so they cannot cut its clean-up short.
+
+    A second press would otherwise raise inside the clean-up (killing the workers, removing an
+    empty checkpoint) and end in a traceback with workers left running.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pressed = []
+
+    def interrupt(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # until the process exits
+        pressed.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, interrupt)
+    try:
+        yield
+    finally:
+        if not pressed:
+            signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
 def run_flags() -> Iterator[None]:
     """Errors about a run option, named by their flag (``--workers``) rather than their keyword."""
     try:
@@ -174,6 +201,9 @@ def run(
         bool, typer.Option("--resume", help="skip the runs an interrupted run finished (kept in <output>.partial)")
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar or summary")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="replace the output even if it is not an ldpsim results file")
+    ] = False,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -193,7 +223,7 @@ def run(
 
     target = output if output is not None else Path(f"{scenario.stem}.nc")
     started = time.perf_counter()
-    with user_errors(f"{scenario}: "), run_flags():
+    with interrupt_once(), user_errors(f"{scenario}: "), run_flags():
         try:
             with progress_bar(scenario.stem, quiet) as progress:
                 ds = run_scenario(
@@ -201,6 +231,7 @@ def run(
                     set=set_,
                     output=target,
                     resume=resume,
+                    force=force,
                     executor=executor or ("dask" if scheduler else "processes"),
                     workers=workers,
                     scheduler=scheduler,
@@ -426,13 +457,14 @@ def plot(
     rep: Annotated[int | None, typer.Option(help="repetition shown by heatmap and bar (default 0)")] = None,
 ) -> None:
     """Plot errors (summary, box, line) or distributions (heatmap, bar) from a results file."""
-    from ..results.io import check_output, open_results
+    from ..results.io import check_output, check_overwrite, open_results
     from .plot_options import parse_at
     from .plotting import figure, save_figure
 
     with user_errors():
         ds = open_results(results)
         target = check_output(output if output is not None else results.with_suffix(".png"))
+        check_overwrite(target, [results], force=True)  # an image replaces an image, never the results
         fig = figure(ds, kind, metrics=metric, estimators=estimator, sweep=sweep, at=parse_at(at), rep=rep)
         save_figure(fig, target)
     err.print(f"wrote {target}", markup=False)
@@ -532,6 +564,110 @@ def check_estimate_cmd(
         "largest deviation of dL/dtheta_x / n from those conditions (an MLE counts below 1e-3).",
         markup=False,
     )
+
+
+#: the planner's errors by keyword, named on the command line by flag
+PLAN_FLAGS = {
+    "target": "--target",
+    "users": "--users",
+    "eps": "--eps",
+    "error": "--error",
+    "method": "--method",
+    "repetitions": "--repetitions",
+    "confidence": "--level",
+    "mechanism": "MECHANISM",
+    "estimator": "--estimator",
+    "dataset": "--dataset",
+    "domain": "--domain",
+}
+
+
+@contextmanager
+def plan_flags() -> Iterator[None]:
+    """The planner's errors named by their flag (``--param k``, ``--target``) rather than their keyword."""
+    try:
+        yield
+    except LdpsimError as exc:
+        field = exc.field or ""
+        head, _, rest = field.partition(".")
+        prefix = {"params": "--param", "dataset": "--dataset-param", "estimator": "--estimator-param"}
+        if field in PLAN_FLAGS:
+            field = PLAN_FLAGS[field]
+        elif rest and head in prefix:
+            field = f"{prefix[head]} {rest}"
+        raise type(exc)(exc.problem, field=field or None, hint=exc.hint) from None
+
+
+@app.command("plan")
+def plan_cmd(
+    mechanism: Annotated[str, typer.Argument(help="mechanism name (see `ldpsim list mechanisms`)")],
+    domain: Annotated[
+        str, typer.Option("--domain", "-d", help="integers:0..99[:step], grid:24x16[:cell] or categorical:a,b,c")
+    ],
+    eps: Annotated[float | None, typer.Option(help="privacy level (give two of --eps, --users, --target)")] = None,
+    users: Annotated[int | None, typer.Option("--users", "-n", help="number of users")] = None,
+    target: Annotated[float | None, typer.Option(help="target error")] = None,
+    error: Annotated[
+        str, typer.Option(help="tv, l2 (root mean square), max (absolute frequency error) or halfwidth (of intervals)")
+    ] = "tv",
+    estimator: Annotated[str, typer.Option("--estimator", "-e", help="estimator name")] = "inv-p",
+    param: Annotated[
+        list[str], typer.Option("--param", "-p", metavar="KEY=VALUE", help="a mechanism parameter other than eps")
+    ] = [],  # noqa: B006
+    dataset: Annotated[str, typer.Option(help="the guessed distribution: a dataset plugin")] = "uniform",
+    dataset_param: Annotated[
+        list[str], typer.Option("--dataset-param", metavar="KEY=VALUE", help="a dataset parameter, e.g. p=0.3")
+    ] = [],  # noqa: B006
+    estimator_param: Annotated[
+        list[str], typer.Option("--estimator-param", metavar="KEY=VALUE", help="an estimator parameter")
+    ] = [],  # noqa: B006
+    level: Annotated[float, typer.Option(help="confidence level of the intervals (with --error halfwidth)")] = 0.95,
+    method: Annotated[str, typer.Option(help="auto, analytic or simulation")] = "auto",
+    repetitions: Annotated[int, typer.Option("--repetitions", "-r", help="simulation runs per point")] = 20,
+    seed: Annotated[int, typer.Option(help="root of the simulations' randomness")] = 0,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="write the searched curve (netCDF4)")] = None,
+    figure: Annotated[Path | None, typer.Option(help="draw the searched curve (png, pdf, svg)")] = None,
+) -> None:
+    """The users needed for a target error, the eps needed, or the error expected, before a deployment."""
+    from ..results.io import check_output, save_results
+    from ..running.paths import parse_override
+    from ..running.plan import plan as make_plan
+    from .plan_figure import plan_figure
+    from .plotting import save_figure
+
+    with user_errors(), plan_flags():
+        for path, flag in ((output, "--output"), (figure, "--figure")):
+            if path is not None:
+                try:
+                    check_output(path)
+                except LdpsimError as exc:
+                    raise LdpsimError(exc.problem, field=flag, hint=exc.hint) from None
+        answer = make_plan(
+            mechanism,
+            domain,
+            eps=eps,
+            users=users,
+            target=target,
+            error=error,
+            estimator=estimator,
+            params=dict(parse_override(p) for p in param),
+            dataset=dataset,
+            dataset_params=dict(parse_override(p) for p in dataset_param),
+            estimator_params=dict(parse_override(p) for p in estimator_param),
+            level=level,
+            method=method,
+            repetitions=repetitions,
+            seed=seed,
+        )
+        ds = answer.to_dataset()
+        if output is not None:
+            save_results(ds, output)
+        if figure is not None:
+            save_figure(plan_figure(ds), figure)
+    out.print(answer.line(), markup=False, soft_wrap=True)
+    for path in (output, figure):
+        if path is not None:
+            err.print(f"wrote {path}", markup=False)
 
 
 def summary_table(ds) -> Table:  # noqa: ANN001

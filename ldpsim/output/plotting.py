@@ -22,7 +22,7 @@ import xarray as xr
 
 from ..base.atomic import atomic_path
 from ..base.errors import LdpsimError, did_you_mean
-from ..results.io import check_output
+from ..results.io import check_output, write_error
 from .plot_options import (
     choose_axis,
     choose_rep,
@@ -331,6 +331,8 @@ def save_figure(fig: Figure, path: str | os.PathLike, *, dpi: int = 120) -> Path
             fig.savefig(tmp, dpi=dpi)
     except ValueError as exc:  # e.g. an unknown image format
         raise LdpsimError(str(exc), field="output", hint="use a .png, .pdf or .svg file name") from None
+    except (OSError, RuntimeError) as exc:  # a full disk, a file size limit
+        raise write_error(path, exc) from None
     finally:
         _pyplot().close(fig)
     return path

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
@@ -31,12 +33,84 @@ def check_output(path: str | os.PathLike) -> Path:
     return path
 
 
+#: the first bytes of a netCDF4 (HDF5) file
+_HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def is_results_file(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a results file written by ldpsim (a netCDF4 file with its variables and provenance)."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(len(_HDF5_SIGNATURE)) != _HDF5_SIGNATURE:
+                return False
+        with xr.open_dataset(path, engine=ENGINE) as ds:
+            return "error" in ds and "estimate" in ds and "ldpsim_version" in ds.attrs
+    except (OSError, ValueError, RuntimeError):
+        return False
+
+
+def check_overwrite(path: str | os.PathLike, inputs: Iterable[str | os.PathLike] = (), *, force: bool = False) -> None:
+    """Refuse to write over an input of the run, or over a file that is not an ldpsim results file.
+
+    Results replace results silently (rerunning a scenario is the common case); replacing
+    anything else, a scenario given as ``-o`` by a slip of the hand, needs ``force``. An input of
+    the run is never replaced: the run would destroy what it reads.
+
+    Raises
+    ------
+    LdpsimError
+        Naming the file and what it is.
+    """
+    path = Path(path)
+    if not path.exists():
+        return
+    for source in inputs:
+        try:
+            same = path.samefile(source)
+        except OSError:
+            continue
+        if same:
+            raise LdpsimError(
+                f"'{path}' is an input of this run", field="output", hint="choose another file name for the output"
+            )
+    if not force and not is_results_file(path):
+        raise LdpsimError(
+            f"'{path}' exists and is not an ldpsim results file",
+            field="output",
+            hint="choose another file name, or add --force to replace it",
+        )
+
+
 def save_results(ds: xr.Dataset, path: str | os.PathLike) -> Path:
-    """Write ``ds`` as netCDF4 atomically: a reader sees the old file or the complete new one."""
+    """Write ``ds`` as netCDF4 atomically: a reader sees the old file or the complete new one.
+
+    Raises
+    ------
+    LdpsimError
+        If the file cannot be written (a full disk, a file size limit); nothing is left behind.
+    """
     path = check_output(path)
-    with atomic_path(path) as tmp:
-        ds.to_netcdf(tmp, engine=ENGINE)
+    try:
+        with atomic_path(path) as tmp:
+            ds.to_netcdf(tmp, engine=ENGINE)
+    except (OSError, RuntimeError) as exc:  # the netCDF library reports a failed write as RuntimeError
+        raise write_error(path, exc) from None
     return path
+
+
+#: errors that mean the disk (or a limit on file sizes) has no room
+_NO_ROOM = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
+
+
+def write_error(path: str | os.PathLike, exc: BaseException, *, field: str = "output") -> LdpsimError:
+    """The one-line error of a write to ``path`` that failed with ``exc``."""
+    code = getattr(exc, "errno", None)
+    reason = os.strerror(code) if isinstance(code, int) else str(exc) or type(exc).__name__
+    if code in _NO_ROOM or not isinstance(code, int):
+        hint = "free some disk space (or raise the file size limit), or write elsewhere"
+    else:
+        hint = "choose another location"
+    return LdpsimError(f"could not write '{path}' ({reason})", field=field, hint=hint)
 
 
 def open_results(path: str | os.PathLike) -> xr.Dataset:

@@ -29,6 +29,8 @@ from .sweep import Axis, Point
 COHORT_KEYS = ("share", "reports", "dataset")
 #: how far from 1 the cohorts' shares may sum (float shares like 0.1 + 0.2 + 0.7)
 SHARE_TOL = 1e-9
+#: the most users a point may have: their counts are 64-bit integers
+MAX_USERS = 2**63 - 1
 
 
 @dataclass
@@ -87,6 +89,9 @@ class Builder:
         self.base_dir = base_dir
         self.registry = registry or get_registry()
         self._cache: dict[str, Any] = {}
+        self._checked: set[tuple[Any, ...]] = set()
+        #: the data files the scenario names (a run must not write over them)
+        self.inputs: set[Path] = set()
 
     def setup(self, point: Point, axes: Sequence[Axis] = ()) -> Setup:
         """The plugin instances of ``point``.
@@ -98,13 +103,34 @@ class Builder:
             message ends with the sweep point (``(at sweep point eps=-1)``).
         """
         try:
-            return self._setup(point.document)
+            setup = self._setup(point.document)
         except LdpsimError as exc:
             swept = [a for a in axes if exc.field and any(related(exc.field, p) for p in a.paths)]
             if swept:  # say which sweep value is at fault
                 where = ", ".join(f"{a.name}={point.coords[a.name]}" for a in swept)
                 raise type(exc)(f"{exc.problem} (at sweep point {where})", field=exc.field, hint=exc.hint) from None
             raise
+        try:
+            self._check_estimators(setup)
+        except LdpsimError as exc:
+            if axes:  # the combination is at fault: say at which point
+                where = ", ".join(f"{a.name}={point.coords[a.name]}" for a in axes)
+                raise type(exc)(f"{exc.problem} (at sweep point {where})", field=exc.field, hint=exc.hint) from None
+            raise
+        return setup
+
+    def _check_estimators(self, setup: Setup) -> None:
+        """Each estimator's :meth:`~ldpsim.Estimator.check_setup` on the point's domain and plans (once per combination)."""
+        plans = tuple(dict.fromkeys(cohort.plan for cohort in setup.cohorts if cohort.users > 0))
+        for label, estimator in setup.estimators.items():
+            key = (id(estimator), json.dumps(setup.domain.spec(), sort_keys=True, default=str), plans)
+            if key in self._checked:
+                continue
+            try:
+                estimator.check_setup(setup.domain, plans)
+            except LdpsimError as exc:
+                raise exc.at(f"estimators.{label}") from None
+            self._checked.add(key)
 
     def _setup(self, doc: dict) -> Setup:
         domain = make_domain(doc["domain"])
@@ -119,6 +145,10 @@ class Builder:
         if isinstance(users, bool) or not isinstance(users, int) or users < 1:
             raise ScenarioError(
                 f"must be a positive integer, got {users!r}", field="users", hint="e.g. users = 100_000"
+            )
+        if users > MAX_USERS:  # counts are 64-bit integers
+            raise ScenarioError(
+                f"must be at most {MAX_USERS}, got {users}", field="users", hint="count users in 64-bit integers"
             )
         limit = dataset.max_users
         if limit is not None and users > limit:
@@ -226,6 +256,7 @@ class Builder:
             value = params.get(key)
             if "path" in param.kinds and isinstance(value, str):
                 params[key] = str(self.base_dir / value)
+                self.inputs.add(self.base_dir / value)
             if "distribution" in param.kinds and value == "dataset":
                 known = dataset.distribution() if dataset is not None else None
                 if known is None:
@@ -251,7 +282,7 @@ def _share(value: Any, where: str) -> Fraction:
         raise ScenarioError("is missing", field=where, hint='give each cohort a share, e.g. share = 0.5 or "1/3"')
     try:
         share = Fraction(value) if isinstance(value, str) else Fraction(value).limit_denominator(10**12)
-    except (ValueError, ZeroDivisionError, TypeError):
+    except (ValueError, ZeroDivisionError, TypeError, OverflowError):  # OverflowError: inf
         raise ScenarioError(
             f"'{value}' is not a number or fraction", field=where, hint='write e.g. 0.25 or "1/4"'
         ) from None

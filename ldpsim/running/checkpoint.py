@@ -1,8 +1,9 @@
 """Checkpoints of long runs: finished tasks kept next to the output, so an interrupted run can resume.
 
 ``<output>.partial/`` holds ``fingerprint.json`` (what was being run, with which code) and one
-``.npz`` file per finished task, each written to a temporary name and renamed,
-so a file there is always complete. A run with ``resume`` loads the tasks of a
+``.npz`` file per finished task, each written to a temporary name, flushed to the disk and
+renamed, so a file there is complete; one that is not (a disk that lied, a copy cut short)
+is ignored and its task runs again. A run with ``resume`` loads the tasks of a
 checkpoint with the same fingerprint and runs the others; the checkpoint is
 removed once the results file is written.
 """
@@ -13,13 +14,16 @@ import hashlib
 import json
 import os
 import shutil
+import zipfile
+import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..base.atomic import atomic_path
+from ..base.atomic import atomic_path, remove_stale_in
 from ..base.errors import LdpsimError
+from ..results.io import write_error
 from .provenance import code_identity, setups_of, used_plugins
 from .tasks import TaskResult
 
@@ -76,6 +80,8 @@ class Checkpoint:
         code = code_identity(used_plugins(setups_of(scenario)).values())
         self.fingerprint = fingerprint(scenario, code)
         manifest = self.path / MANIFEST
+        if self.path.exists() and not resume and not len(self):
+            shutil.rmtree(self.path)  # a run stopped before any task finished: nothing to keep
         if self.path.exists():
             if not resume:
                 raise LdpsimError(
@@ -100,6 +106,7 @@ class Checkpoint:
                     field="--resume",
                     hint="remove that folder, or drop --resume and write to another output",
                 )
+            remove_stale_in(self.path)  # of task files whose writing was killed
         else:
             self.path.mkdir()
             record = {"fingerprint": self.fingerprint, "scenario": scenario.name, "code": code}
@@ -116,8 +123,10 @@ class Checkpoint:
                 with np.load(file, allow_pickle=False) as data:
                     key = tuple(int(k) for k in data[_KEY])
                     values = {name: data[name] for name in data.files if name != _KEY}
-            except (OSError, ValueError, KeyError, EOFError):
-                continue
+            except (OSError, ValueError, KeyError, EOFError, TypeError, zipfile.BadZipFile, zlib.error):
+                continue  # truncated or corrupt: the task runs again, and its file is replaced
+            if self._file(key) != file:
+                continue  # not the task its name says
             done[key] = TaskResult(key, values)
         return done
 
@@ -125,8 +134,11 @@ class Checkpoint:
         """Keep one finished task (atomically: a reader never sees half a file)."""
         arrays: dict[str, Any] = {name: np.asarray(value) for name, value in result.values.items()}
         arrays[_KEY] = np.asarray(result.key, dtype=np.int64)
-        with atomic_path(self._file(result.key), suffix=".npz") as tmp:
-            np.savez(tmp, **arrays)
+        try:
+            with atomic_path(self._file(result.key), suffix=".npz", clean=False) as tmp:  # cleaned at open
+                np.savez(tmp, **arrays)
+        except OSError as exc:  # a full disk: the run stops with one line, keeping the tasks saved so far
+            raise write_error(self._file(result.key), exc) from None
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)

@@ -18,7 +18,7 @@ from ..estimation.unbiased import check_unbiased_memory
 from ..plugin.executor import Executor
 from ..plugin.registry import get_registry
 from ..results.assemble import Layout, assemble
-from ..results.io import check_output, save_results
+from ..results.io import check_output, check_overwrite, save_results
 from ..results.variables import declared
 from .build import Builder
 from .checkpoint import Checkpoint
@@ -162,6 +162,7 @@ def run_scenario(
     set: Sequence[str] = (),  # noqa: A002  (mirrors the CLI's --set)
     output: str | os.PathLike | None = None,
     resume: bool = False,
+    force: bool = False,
     jobs: int | None = None,
     executor: str | Executor = "serial",
     workers: int | None = None,
@@ -186,6 +187,9 @@ def run_scenario(
         Run only the tasks an interrupted run with the same ``output`` did not finish. Without
         it an existing checkpoint is refused (it may hold hours of work); with it, so is a
         checkpoint of another scenario, of other overrides or of other code.
+    force
+        Replace ``output`` even if it is not an ldpsim results file. An input of the run (the
+        scenario file, a data file it names) is never replaced.
     jobs, executor, workers, scheduler
         Where the tasks run (see :func:`execute`). The numbers never depend on it.
     progress
@@ -208,6 +212,8 @@ def run_scenario(
     if output is None:
         return execute(scenario, executor=runner, progress=progress)
     target = check_output(output)
+    inputs = [*(scenario.builder.inputs if scenario.builder else ()), scenario.source]
+    check_overwrite(target, [path for path in inputs if path is not None], force=force)
     checkpoint = Checkpoint(target, scenario, resume=resume)
     try:
         ds = execute(scenario, executor=runner, checkpoint=checkpoint, progress=progress)
@@ -215,6 +221,13 @@ def run_scenario(
         if not len(checkpoint):
             checkpoint.remove()  # nothing to resume: leave no trace
         raise  # finished tasks stay in the checkpoint; a run without resume refuses to discard them
-    save_results(ds, target)
+    try:
+        save_results(ds, target)
+    except LdpsimError as exc:  # a full disk at the very end: keep the work, say where it is
+        raise type(exc)(
+            f"{exc.problem}; its {len(checkpoint)} finished runs are kept in '{checkpoint.path}'",
+            field=exc.field,
+            hint="make room, then run again with --resume (nothing is recomputed)",
+        ) from None
     checkpoint.remove()
     return ds

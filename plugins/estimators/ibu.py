@@ -61,6 +61,10 @@ class IBU(IntervalEstimator):
         if self.start is not None:
             check_start(self.start, self.start.size)  # a zero would exclude that value forever
 
+    def check_setup(self, domain, plans) -> None:  # noqa: ANN001
+        if self.start is not None:
+            check_start(self.start, domain.size)  # one entry per value of this point's domain
+
     @property
     def stopping_rule(self) -> str:
         return self.stop

@@ -30,20 +30,28 @@ class KrrMLE(Estimator):
 
     name = "krr-mle"
 
+    def check_setup(self, domain, plans) -> None:  # noqa: ANN001
+        _rr_parameters(set(plans))
+
     def _estimate(self, observations: Observations) -> np.ndarray:
-        # The derivation needs every user to send one report through one randomized-response matrix
-        # (Pinzon et al., AAAI 2026, derive the same estimator; we derive it from the KKT conditions).
-        plans = {group.plan for group in observations.groups}
-        mech = next(iter(plans))[0] if len(plans) == 1 and len(next(iter(plans))) == 1 else None
-        params = rr_parameters(mech.matrix) if mech is not None else None
-        if params is None:
-            raise EstimationError(
-                "krr-mle needs every user to send one report through the same k-RR mechanism",
-                hint="use ibu for other mechanisms, mixed populations or repeated reports",
-            )
+        params = _rr_parameters({group.plan for group in observations.groups})
         group = observations.groups[0]
         counts = np.bincount(group.reports[:, 0], weights=group.counts, minlength=observations.domain.size)
         return water_fill(counts, *params)
+
+
+def _rr_parameters(plans: set) -> tuple[float, float]:
+    """(p, q) of the one k-RR mechanism every user reports through once; refused otherwise."""
+    # The derivation needs every user to send one report through one randomized-response matrix
+    # (Pinzon et al., AAAI 2026, derive the same estimator; we derive it from the KKT conditions).
+    mech = next(iter(plans))[0] if len(plans) == 1 and len(next(iter(plans))) == 1 else None
+    params = rr_parameters(mech.matrix) if mech is not None else None
+    if params is None:
+        raise EstimationError(
+            "krr-mle needs every user to send one report through the same k-RR mechanism",
+            hint="use ibu for other mechanisms, mixed populations or repeated reports",
+        )
+    return params
 
 
 @hookimpl

@@ -1,12 +1,28 @@
-"""The ``processes`` executor: a pool of worker processes on this machine."""
+"""The ``processes`` executor: a pool of worker processes on this machine.
+
+Workers never outlive the run: Ctrl-C reaches only the main process (workers ignore SIGINT,
+so they print no tracebacks of their own), which then ends them at once rather than waiting
+for their tasks; and a worker whose main process died (SIGKILL, the out-of-memory killer)
+exits, told by the kernel on Linux (``PR_SET_PDEATHSIG``) and, everywhere, by a thread that
+watches its parent.
+"""
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
 from ldpsim import Executor, Param, hookimpl
+
+#: seconds between two looks of a worker at its parent
+WATCH_INTERVAL = 0.5
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
 class Processes(Executor):
@@ -20,13 +36,66 @@ class Processes(Executor):
         if workers == 1:  # one worker or one task: a pool would only add its start-up time
             yield from (function(task) for task in tasks)
             return
-        pool = ProcessPoolExecutor(max_workers=workers)
+        pool = ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(os.getpid(),))
         try:
             futures = [pool.submit(function, task) for task in tasks]
             for future in as_completed(futures):
                 yield future.result()
-        finally:  # on an error or Ctrl-C, do not wait for the queued tasks
+        except BaseException:  # an error, Ctrl-C, or the caller stopped reading: the running tasks are abandoned
+            _end_workers(pool)
+            # the pool's manager thread sees its workers die and ends: wait for it here, as exiting Python
+            # would race with it (and could print a traceback from its atexit hook)
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        finally:  # do not wait for the queued tasks
             pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _start_worker(parent: int) -> None:
+    """Set up a worker: Ctrl-C is the main process's business, and the worker dies with it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # no prctl: the watch thread below still ends the worker
+    started_under = os.getppid()
+    if started_under != parent and not _alive(parent):
+        os._exit(1)  # the main process died while this worker started
+    threading.Thread(target=_watch, args=(parent, started_under), name="ldpsim-parent-watch", daemon=True).start()
+
+
+def _watch(parent: int, started_under: int) -> None:
+    """Exit when the main process is gone (the worker was re-parented, or the main process no longer exists)."""
+    while os.getppid() == started_under and _alive(parent):
+        time.sleep(WATCH_INTERVAL)
+    os._exit(1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _end_workers(pool: ProcessPoolExecutor) -> None:
+    """Kill the pool's workers now (their tasks' results are not wanted any more)."""
+    kill = getattr(pool, "kill_workers", None)  # Python >= 3.14
+    if kill is not None:
+        kill()
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        try:
+            process.kill()
+        except (OSError, ValueError, AttributeError):
+            pass  # already gone
 
 
 @hookimpl

@@ -25,36 +25,33 @@ the column of the (k, 2^k) matrix offered for k <= 16.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ldpsim import EstimationError, Mechanism, Param, Privacy, hookimpl, rank_one_plus_sparse
+from ldpsim import (
+    BitVectorMechanism,
+    Param,
+    Privacy,
+    hookimpl,
+    rank_one_plus_sparse,
+)
 
-if TYPE_CHECKING:  # scipy.sparse is imported where an operator is built: `ldpsim list` stays fast
+if TYPE_CHECKING:  # scipy is imported where an operator is built: `ldpsim list` stays fast
     from scipy.sparse import csr_matrix
     from scipy.sparse.linalg import LinearOperator
 
-#: bits per int64 word of a report
-WORD_BITS = 62
 #: largest k for which the (k, 2^k) matrix is formed
 MAX_MATRIX_BITS = 16
-#: elements per temporary (chunk of users x k) in sampling and unpacking: ~16 MB of float64
-CHUNK_ELEMENTS = 1 << 21
 
 
-class UnaryEncoding(Mechanism):
+class UnaryEncoding(BitVectorMechanism):
     """Unary encoding with bit probabilities p (true bit 1) and q (true bit 0); subclasses set them."""
 
     # e^-eps must stay a normal float: the likelihood operator's smaller factor is exactly e^-eps
     eps = Param("float", gt=0, le=700, doc="privacy level: the mechanism is eps-LDP")
     #: the dense likelihood unpacks every report's k bits: the sparse one is never slower
     structured_min_size = 0
-
-    def _validate(self) -> None:
-        # An instance attribute shadows the class default: the width depends on the domain.
-        self.report_width = -(-self.domain.size // WORD_BITS)
 
     # --------------------------------------------------------- bit probabilities
     def _logs(self) -> tuple[float, float, float, float]:
@@ -85,60 +82,19 @@ class UnaryEncoding(Mechanism):
         # P(beta|x)/P(beta|x') is largest for beta_x = 1, beta_x' = 0: (p/q) ((1-q)/(1-p)) = e^eps for both.
         return Privacy("ldp", self.eps)
 
-    # ----------------------------------------------------------- bit packing
-    def _pack(self, bits: np.ndarray) -> np.ndarray:
-        """(m, k) bool -> (m, report_width) int64 words (WORD_BITS bits each, little-endian)."""
-        m, k = bits.shape
-        w = self.report_width
-        words = np.zeros((m, w * WORD_BITS), dtype=bool)
-        words[:, :k] = bits
-        padded = np.zeros((m, w, 64), dtype=bool)  # the top 2 bits of each word stay 0
-        padded[:, :, :WORD_BITS] = words.reshape(m, w, WORD_BITS)
-        return np.packbits(padded, axis=-1, bitorder="little").view("<i8").reshape(m, w).astype(np.int64)
-
-    def _unpack(self, words: np.ndarray) -> np.ndarray:
-        """(m, report_width) int64 words -> (m, k) bool."""
-        m = words.shape[0]
-        raw = np.ascontiguousarray(words, dtype="<i8").view(np.uint8).reshape(m, self.report_width, 8)
-        bits = np.unpackbits(raw, axis=-1, bitorder="little")[:, :, :WORD_BITS]
-        return bits.reshape(m, -1)[:, : self.domain.size].astype(bool)
-
-    def _chunk_rows(self) -> int:
-        return max(1, CHUNK_ELEMENTS // self.domain.size)
-
-    def _bit_chunks(self, reports: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
-        """(rows, bits) for bounded chunks of checked reports."""
-        step = self._chunk_rows()
-        for start in range(0, reports.shape[0], step):
-            rows = slice(start, min(start + step, reports.shape[0]))
-            yield rows, self._unpack(reports[rows])
-
-    def _checked(self, reports: np.ndarray) -> np.ndarray:
-        """The reports, or EstimationError if one is not a bit vector of length k."""
-        k = self.domain.size
-        top = k - WORD_BITS * (self.report_width - 1)  # bits used in the last word
-        bad = np.any((reports < 0) | (reports >= 1 << WORD_BITS), axis=1) | ((reports[:, -1] >> top) != 0)
-        if bad.any():
-            report = tuple(int(v) for v in reports[np.argmax(bad)])
-            raise EstimationError(
-                f"report {report} is not an output of {self!r} (a {k}-bit vector packed {WORD_BITS} bits per word)",
-                hint="check that the reports were produced by this mechanism",
-            )
-        return reports
-
     # ------------------------------------------------------------- contract
     def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         k = self.domain.size
         p, q = self.p, self.q
         out = np.empty((values.shape[0], self.report_width), dtype=np.int64)
-        step = self._chunk_rows()
+        step = self.chunk_rows()
         for start in range(0, values.shape[0], step):
             x = values[start : start + step]
             u = rng.random((x.shape[0], k))  # k uniforms per user: bit j is 1 iff u_j < P(bit j = 1)
             bits = u < q
             rows = np.arange(x.shape[0])
             bits[rows, x] = u[rows, x] < p
-            out[start : start + x.shape[0]] = self._pack(bits)
+            out[start : start + x.shape[0]] = self.pack_bits(bits)
         return out
 
     def _shift(self, ones: np.ndarray) -> np.ndarray:
@@ -148,12 +104,12 @@ class UnaryEncoding(Mechanism):
         return ones * lq + (k - ones) * l1q + (lp - lq)
 
     def _log_likelihood(self, reports: np.ndarray) -> np.ndarray:
-        reports = self._checked(reports)
+        reports = self.checked_bits(reports)
         log_one, log_zero = self._log_ratios
         _, _, lq, l1q = self._logs()
         k = self.domain.size
         out = np.empty((reports.shape[0], k))
-        for rows, bits in self._bit_chunks(reports):
+        for rows, bits in self.bit_chunks(reports):
             ones = bits.sum(axis=1)
             base = ones * lq + (k - ones) * l1q
             out[rows] = base[:, None] + np.where(bits, log_one, log_zero)
@@ -162,7 +118,7 @@ class UnaryEncoding(Mechanism):
     def _bit_matrix(self, reports: np.ndarray) -> csr_matrix:
         """The (D, k) 0/1 matrix B[d, x] = beta^d_x, sparse, built in bounded chunks."""
         indices, lengths = [], []
-        for _, bits in self._bit_chunks(reports):
+        for _, bits in self.bit_chunks(reports):
             lengths.append(bits.sum(axis=1))
             indices.append(np.nonzero(bits)[1].astype(np.int32))  # row-major: sorted by row, then column
         indptr = np.concatenate([[0], np.cumsum(np.concatenate(lengths))]) if lengths else np.zeros(1, np.int64)
@@ -172,7 +128,7 @@ class UnaryEncoding(Mechanism):
         return csr_matrix((np.ones(idx.size), idx, indptr), shape=(reports.shape[0], self.domain.size))
 
     def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
-        reports = self._checked(reports)
+        reports = self.checked_bits(reports)
         bits = self._bit_matrix(reports)
         log_one, log_zero = self._log_ratios
         shift = self._shift(np.diff(bits.indptr))
@@ -180,10 +136,10 @@ class UnaryEncoding(Mechanism):
 
     def _unbiased_estimate(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray:
         # Kairouz, Bonawitz & Ramage (ICML 2016) / Wang et al. (2017): E[C_x / n] = q + (p - q) theta_x.
-        reports = self._checked(reports)
+        reports = self.checked_bits(reports)
         counts = np.asarray(counts, dtype=float)
         ones = np.zeros(self.domain.size)
-        for rows, bits in self._bit_chunks(reports):
+        for rows, bits in self.bit_chunks(reports):
             # einsum, not @: a BLAS call on long vectors spins threads and crawls on a busy machine
             ones += np.einsum("d,dx->x", counts[rows], bits)
         return (ones / counts.sum() - self.q) / self._p_minus_q
@@ -192,10 +148,10 @@ class UnaryEncoding(Mechanism):
         # 004 Def. 2: p > q, so P(beta|x) is larger when beta_x = 1. A value whose bit is 0 in every
         # report has P(beta^i|x') = c_i (1-p)/(1-q) <= P(beta^i|x) for every x, strictly on any report
         # with beta_x = 1: it is dominated by any value whose bit is set somewhere.
-        reports = self._checked(reports)
+        reports = self.checked_bits(reports)
         if reports.shape[0] == 0:
             return None
-        mask = self._unpack(np.bitwise_or.reduce(reports, axis=0)[None, :])[0]
+        mask = self.unpack_bits(np.bitwise_or.reduce(reports, axis=0)[None, :])[0]
         return mask if mask.any() else None
 
     def _matrix(self) -> np.ndarray | None:

@@ -1,0 +1,75 @@
+"""Mechanisms whose reports are k-bit vectors (unary encodings, subset selection), packed into int64 words.
+
+A report is ``report_width = ceil(k / WORD_BITS)`` int64 words, bit j of the vector at bit
+``j % WORD_BITS`` of word ``j // WORD_BITS`` (little-endian); the top bits of each word stay 0, so
+every word is a non-negative int64 and a report is a row of small integers like any other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import ClassVar
+
+import numpy as np
+
+from ..base.errors import EstimationError
+from .mechanism import Mechanism
+
+#: bits per int64 word of a report
+WORD_BITS = 62
+
+
+class BitVectorMechanism(Mechanism):
+    """Base of mechanisms reporting k-bit vectors: packing, unpacking in bounded chunks, report checks.
+
+    Subclasses call ``super()._validate()`` (it sets the instance's ``report_width`` from the
+    domain) and use :meth:`pack_bits`, :meth:`bit_chunks` and :meth:`checked_bits`.
+    """
+
+    #: elements per temporary (chunk of users x k) in sampling and unpacking: ~16 MB of float64
+    chunk_elements: ClassVar[int] = 1 << 21
+
+    def _validate(self) -> None:
+        # An instance attribute shadows the class default: the width depends on the domain.
+        self.report_width = -(-self.domain.size // WORD_BITS)
+
+    def pack_bits(self, bits: np.ndarray) -> np.ndarray:
+        """(m, k) bool -> (m, report_width) int64 words."""
+        m, k = bits.shape
+        w = self.report_width
+        words = np.zeros((m, w * WORD_BITS), dtype=bool)
+        words[:, :k] = bits
+        padded = np.zeros((m, w, 64), dtype=bool)  # the top bits of each word stay 0
+        padded[:, :, :WORD_BITS] = words.reshape(m, w, WORD_BITS)
+        return np.packbits(padded, axis=-1, bitorder="little").view("<i8").reshape(m, w).astype(np.int64)
+
+    def unpack_bits(self, words: np.ndarray) -> np.ndarray:
+        """(m, report_width) int64 words -> (m, k) bool."""
+        m = words.shape[0]
+        raw = np.ascontiguousarray(words, dtype="<i8").view(np.uint8).reshape(m, self.report_width, 8)
+        bits = np.unpackbits(raw, axis=-1, bitorder="little")[:, :, :WORD_BITS]
+        return bits.reshape(m, -1)[:, : self.domain.size].astype(bool)
+
+    def chunk_rows(self) -> int:
+        """Users (or reports) per chunk, so a chunk's (rows, k) temporaries stay bounded."""
+        return max(1, self.chunk_elements // self.domain.size)
+
+    def bit_chunks(self, reports: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
+        """(rows, bits) for bounded chunks of checked reports."""
+        step = self.chunk_rows()
+        for start in range(0, reports.shape[0], step):
+            rows = slice(start, min(start + step, reports.shape[0]))
+            yield rows, self.unpack_bits(reports[rows])
+
+    def checked_bits(self, reports: np.ndarray) -> np.ndarray:
+        """The reports, or EstimationError if one is not a packed bit vector of length k."""
+        k = self.domain.size
+        top = k - WORD_BITS * (self.report_width - 1)  # bits used in the last word
+        bad = np.any((reports < 0) | (reports >= 1 << WORD_BITS), axis=1) | ((reports[:, -1] >> top) != 0)
+        if bad.any():
+            report = tuple(int(v) for v in reports[np.argmax(bad)])
+            raise EstimationError(
+                f"report {report} is not an output of {self!r} (a {k}-bit vector packed {WORD_BITS} bits per word)",
+                hint="check that the reports were produced by this mechanism",
+            )
+        return reports

@@ -1,0 +1,40 @@
+"""The figure of a plan: the curve the planner searched, the target and the answer."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import xarray as xr
+
+from .plotting import _pyplot
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+def plan_figure(ds: xr.Dataset) -> Figure:
+    """The error against the searched axis (log scale), with +-2 Monte-Carlo standard errors and the monotone fit.
+
+    ``ds`` is :meth:`ldpsim.running.plan.Plan.to_dataset`'s dataset.
+    """
+    plt = _pyplot()
+    axis = str(next(iter(ds["error"].dims)))
+    x = np.asarray(ds[axis].values, dtype=float)
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), constrained_layout=True)
+    ax.errorbar(x, ds["error"].values, yerr=2 * ds["error_se"].values, fmt="o", ms=4, label="evaluated (± 2 se)")
+    ax.plot(x, ds["smoothed"].values, "-", label="monotone fit")
+    attrs = ds.attrs
+    if "target" in attrs:
+        ax.axhline(float(attrs["target"]), color="grey", ls="--", lw=1, label="target")
+    if attrs.get("question") == axis:
+        ax.axvline(float(attrs["answer"]), color="black", ls=":", lw=1, label=f"answer {float(attrs['answer']):.4g}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(axis)
+    ax.set_ylabel(str(ds["error"].attrs.get("long_name", "error")))
+    ax.set_title(
+        f"{attrs.get('method', '')}: {attrs.get('setting_mechanism', '')}, {attrs.get('setting_estimator', '')}"
+    )
+    ax.legend(fontsize="small")
+    return fig

@@ -1,0 +1,258 @@
+"""Subset selection (Ye & Barg 2018; Wang, Huang, Wang, Nie, Xu, Yang & Qiao 2016).
+
+A user holding x reports a subset S of the k values of size omega, drawn with
+``P(S | x)`` proportional to e^eps if x is in S and to 1 otherwise. Counting the
+subsets that contain x (C(k-1, omega-1) of them) and those that do not
+(C(k-1, omega)), the normalizer is the same for every x::
+
+    Z = C(k-1, omega-1) e^eps + C(k-1, omega),   P(S | x) = e^(eps [x in S]) / Z
+
+so the likelihood of a report takes one of two values per x, and the ratio of two
+values' likelihoods is 1 or e^(+-eps): eps-LDP, tight. As a structured likelihood,
+``P(S | x) = exp(shift) (r + (1 - r) [x in S])`` with ``shift = eps - log Z`` and
+``r = e^-eps``. The default omega = ceil(k / (e^eps + 1)) is the size both papers
+derive as (near-)optimal for the estimation error.
+
+Sampling: x is in S with probability ``p = omega e^eps / (omega e^eps + k - omega)``
+(the mass of the subsets containing it); the omega - 1 (if it is) or omega (if not)
+other members are a uniform subset of the other k - 1 values, those with the smallest of
+k - 1 uniform keys (one ``partition`` per chunk of users, no per-user loop; the rare rows
+whose keys tie at the cut are drawn again, so every report holds exactly omega values).
+
+Report encoding: S as its indicator bit vector, packed like the unary encodings'
+reports: bit j is bit ``j mod 62`` of int64 word ``j // 62`` (``ceil(k / 62)`` words;
+below 2^62 each, so ``Observations``' row packing cannot overflow). For k <= 62 a
+report is the single integer ``sum_{j in S} 2^j``, which is also the column of the
+(k, 2^k) matrix offered for k <= 12; its columns of bit vectors with other than omega
+bits set are zero (those reports are impossible: their likelihood is 0 for every x).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ldpsim import (
+    BitVectorMechanism,
+    EstimationError,
+    Param,
+    ParameterError,
+    Privacy,
+    hookimpl,
+    rank_one_plus_sparse,
+)
+
+if TYPE_CHECKING:  # scipy is imported where an operator is built: `ldpsim list` stays fast
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.linalg import LinearOperator
+
+#: largest k for which the (k, 2^k) matrix is formed
+MAX_MATRIX_BITS = 12
+
+
+def _log_binom(n: int, m: int) -> float:
+    """log C(n, m) for 0 <= m <= n."""
+    from scipy.special import gammaln
+
+    return float(gammaln(n + 1) - gammaln(m + 1) - gammaln(n - m + 1))
+
+
+class SubsetSelection(BitVectorMechanism):
+    """Subset selection (Ye & Barg 2018; Wang et al. 2016): a subset of omega values, e^eps times likelier if it holds x."""
+
+    name = "subset_selection"
+    #: the dense likelihood unpacks every report's k bits: the sparse one is never slower
+    structured_min_size = 0
+    # e^-eps must stay a normal float: the likelihood operator's smaller factor is exactly e^-eps
+    eps = Param("float", gt=0, le=700, doc="privacy level: the mechanism is eps-LDP")
+    omega = Param("int", None, ge=1, doc="size of the reported subset, 1..k-1 (default ceil(k / (e^eps + 1)))")
+
+    def _validate(self) -> None:
+        k = self.domain.size
+        if k < 2:
+            raise ParameterError(
+                f"subset selection needs at least 2 values, the domain has {k}",
+                field="domain",
+                hint="use a domain of 2 or more values",
+            )
+        if self.omega is None:
+            self.size = max(1, math.ceil(k / (math.exp(min(self.eps, 700.0)) + 1.0)))
+        elif self.omega > k - 1:
+            raise ParameterError(
+                f"must be at most k - 1 = {k - 1} (a subset of all k values says nothing), got {self.omega}",
+                field="omega",
+                hint=f"choose omega in 1..{k - 1}, or leave it out for ceil(k / (e^eps + 1))",
+            )
+        else:
+            self.size = self.omega
+        # An instance attribute shadows the class default: the width depends on the domain.
+        super()._validate()  # report_width from the domain
+
+    # ----------------------------------------------------------- probabilities
+    @property
+    def privacy(self) -> Privacy:
+        return Privacy("ldp", self.eps)
+
+    @property
+    def log_normalizer(self) -> float:
+        """log Z = log(C(k-1, omega-1) e^eps + C(k-1, omega)) = log C(k-1, omega-1) + eps + log(1 + (k-w)/w e^-eps)."""
+        k, w = self.domain.size, self.size
+        return _log_binom(k - 1, w - 1) + self.eps + math.log1p((k - w) / w * math.exp(-self.eps))
+
+    @property
+    def p(self) -> float:
+        """P(x in S | x) = omega e^eps / (omega e^eps + k - omega)."""
+        k, w = self.domain.size, self.size
+        return w / (w + (k - w) * math.exp(-self.eps))
+
+    @property
+    def q(self) -> float:
+        """P(x in S | y) for y != x: (omega - p) / (k - 1)."""
+        return (self.size - self.p) / (self.domain.size - 1)
+
+    @property
+    def p_minus_q(self) -> float:
+        """p - q = omega (k - omega)(1 - e^-eps) / ((k - 1)(omega + (k - omega) e^-eps)), without cancellation."""
+        k, w = self.domain.size, self.size
+        return w * (k - w) * -math.expm1(-self.eps) / ((k - 1) * (w + (k - w) * math.exp(-self.eps)))
+
+    def estimate_variance(self, theta: np.ndarray) -> np.ndarray:
+        """n Var[f_hat(x)] of the unbiased estimate for n users with distribution ``theta``.
+
+        The count of reports holding x is a sum of independent Bernoullis, p for the
+        n theta_x users holding x and q for the others, so
+        ``n Var[f_hat(x)] = (theta_x p (1-p) + (1 - theta_x) q (1-q)) / (p - q)^2``
+        (Wang et al. 2016's ``q (1-q) / (p-q)^2`` at theta_x = 0).
+
+        Parameters
+        ----------
+        theta
+            The users' empirical distribution over the k values.
+
+        Returns
+        -------
+        numpy.ndarray
+            The k per-user variances.
+        """
+        p, q = self.p, self.q
+        theta = np.asarray(theta, dtype=float)
+        return (theta * p * (1 - p) + (1 - theta) * q * (1 - q)) / self.p_minus_q**2
+
+    # ------------------------------------------------------------- contract
+    def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        k = self.domain.size
+        out = np.empty((values.shape[0], self.report_width), dtype=np.int64)
+        step = self.chunk_rows()
+        for start in range(0, values.shape[0], step):
+            x = values[start : start + step]
+            inside = rng.random(x.shape[0]) < self.p
+            bits = np.zeros((x.shape[0], k), dtype=bool)
+            todo = np.arange(x.shape[0])
+            while todo.size:  # rows whose keys tie at the cut are drawn again (about k 2^-24 of them)
+                picked, ok = self._others(x[todo], self.size - inside[todo], rng)
+                bits[todo[ok]] = picked[ok]
+                todo = todo[~ok]
+            bits[np.arange(x.shape[0]), x] = inside
+            out[start : start + x.shape[0]] = self.pack_bits(bits)
+        return out
+
+    def _others(self, x: np.ndarray, others: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """(bits, ok): row i marks the ``others[i]`` values other than x[i] with the smallest uniform keys.
+
+        ``ok`` is False where keys tie at the cut (the set would not have ``others[i]`` values); the
+        event is symmetric in the values, so redrawing those rows keeps the subsets uniform.
+        """
+        m, w = x.shape[0], self.size
+        rows = np.arange(m)
+        keys = rng.random((m, self.domain.size), dtype=np.float32)  # float32: half the cost of a partition
+        keys[rows, x] = 2.0  # above every other key: x is never among the omega smallest
+        ordered = np.partition(keys, w - 1, axis=1)  # one kth: a list of two costs four times as much
+        # the others-th smallest key: the w-th, or the largest of the w - 1 before it
+        below = ordered[:, : w - 1].max(axis=1) if w > 1 else np.full(m, -1.0, dtype=np.float32)
+        threshold = np.where(others == w, ordered[:, w - 1], below)
+        bits = keys <= threshold[:, None]
+        return bits, bits.sum(axis=1) == others
+
+    def _log_likelihood(self, reports: np.ndarray) -> np.ndarray:
+        reports = self.checked_bits(reports)
+        log_in = self.eps - self.log_normalizer
+        out = np.empty((reports.shape[0], self.domain.size))
+        for rows, bits in self.bit_chunks(reports):
+            valid = bits.sum(axis=1) == self.size  # other bit vectors are never reported
+            out[rows] = np.where(valid[:, None], np.where(bits, log_in, log_in - self.eps), -np.inf)
+        return out
+
+    def _bit_matrix(self, reports: np.ndarray) -> csr_matrix:
+        """The (D, k) 0/1 matrix B[d, x] = [x in S_d], sparse, built in bounded chunks."""
+        indices, lengths = [], []
+        for _, bits in self.bit_chunks(reports):
+            lengths.append(bits.sum(axis=1))
+            indices.append(np.nonzero(bits)[1].astype(np.int32))  # row-major: sorted by row, then column
+        indptr = np.concatenate([[0], np.cumsum(np.concatenate(lengths))]) if lengths else np.zeros(1, np.int64)
+        idx = np.concatenate(indices) if indices else np.zeros(0, np.int32)
+        from scipy.sparse import csr_matrix
+
+        return csr_matrix((np.ones(idx.size), idx, indptr), shape=(reports.shape[0], self.domain.size))
+
+    def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
+        reports = self.checked_bits(reports)
+        bits = self._bit_matrix(reports)
+        valid = np.diff(bits.indptr) == self.size
+        # an impossible report gets shift -inf: the estimation engine names it
+        shift = np.where(valid, self.eps - self.log_normalizer, -np.inf)
+        return shift, rank_one_plus_sparse(bits, math.exp(-self.eps))
+
+    def _counts_in(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """sum_d counts_d [x in S_d] for every x; EstimationError on a subset of the wrong size."""
+        hits = np.zeros(self.domain.size)
+        for rows, bits in self.bit_chunks(reports):
+            sizes = bits.sum(axis=1)
+            if np.any(sizes != self.size):
+                bad = int(np.flatnonzero(sizes != self.size)[0])
+                raise EstimationError(
+                    f"report {tuple(int(v) for v in reports[rows][bad])} of {self!r} holds {int(sizes[bad])} values,"
+                    f" not omega = {self.size}",
+                    hint="check that the reports were produced by this mechanism",
+                )
+            # einsum, not @: a BLAS call on long vectors spins threads and crawls on a busy machine
+            hits += np.einsum("d,dx->x", counts[rows], bits)
+        return hits
+
+    def _unbiased_estimate(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        # Wang et al. (2016): E[C_x / n] = q + (p - q) theta_x, so (C_x / n - q) / (p - q) is unbiased.
+        reports = self.checked_bits(reports)
+        counts = np.asarray(counts, dtype=float)
+        return (self._counts_in(reports, counts) / counts.sum() - self.q) / self.p_minus_q
+
+    def _likely_subset(self, reports: np.ndarray) -> np.ndarray | None:
+        # 004 Def. 2: a value in no reported subset has likelihood 1/Z on every report, which any value
+        # of some reported subset matches everywhere and beats (e^eps / Z) on that report.
+        reports = self.checked_bits(reports)
+        if reports.shape[0] == 0:
+            return None
+        mask = self.unpack_bits(np.bitwise_or.reduce(reports, axis=0)[None, :])[0]
+        return mask if mask.any() else None
+
+    def _output_count(self) -> int | None:
+        k = self.domain.size
+        return 1 << k if k <= MAX_MATRIX_BITS else None
+
+    def _matrix(self) -> np.ndarray | None:
+        k = self.domain.size
+        if k > MAX_MATRIX_BITS:
+            return None
+        return np.exp(self._log_likelihood(np.arange(1 << k, dtype=np.int64)[:, None])).T
+
+    def output_labels(self) -> list[str] | None:
+        """Bit strings s_0 s_1 ... s_{k-1} (s_j = 1 if j is in S) for the columns of the matrix."""
+        if self.matrix is None:
+            return None
+        k = self.domain.size
+        return ["".join("1" if z >> j & 1 else "0" for j in range(k)) for z in range(1 << k)]
+
+
+@hookimpl
+def register_mechanisms(register):
+    register(SubsetSelection)
