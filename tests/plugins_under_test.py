@@ -50,7 +50,7 @@ class DoublyPerturbedOUE(OUE):
         kept = rng.random(n) < self.p
         bits = rng.random((n, k)) < self.q  # meant for the 0 bits, applied to all of them
         bits[np.arange(n), values] |= kept
-        return self._pack(bits)
+        return self.pack_bits(bits)
 
 
 @hookimpl
