@@ -147,3 +147,22 @@ def test_the_bootstrap_measures_the_estimator_used():
     exact = inv_n(intervals=True).estimate(obs).uncertainty.se
     boot = inv_n(intervals=True, interval_method="bootstrap", replicates=200).estimate(obs).uncertainty.se
     assert np.all(boot[2:] < exact[2:])
+
+
+def test_the_interval_of_a_mean_is_the_closed_form_for_inversion():
+    """v = (f - q) / (p - q) for k-RR, so mean = sum_x x v_x has variance w' Cov(f) w / (p - q)^2 exactly."""
+    eps, n = 1.0, 4000
+    _, obs = krr_observations(np.full(K, 1 / K), n, eps, seed=8)
+    est = ldpsim.get_registry().create("estimator", "inv-p", intervals=True).estimate(obs)
+    p = math.exp(eps) / (math.exp(eps) + K - 1)
+    q = 1 / (math.exp(eps) + K - 1)
+    f = est.uncertainty.estimate * (p - q) + q  # the frequencies, back from the unbiased estimate
+    w = np.arange(K, dtype=float)
+    sd = math.sqrt((w**2 @ f - (w @ f) ** 2) / n) / (p - q)
+    value, low, high = est.linear_interval(w)
+    assert value == pytest.approx(w @ est.uncertainty.estimate)
+    assert (high - low) / 2 == pytest.approx(1.959963984540054 * sd, rel=1e-9)
+    mle = ldpsim.get_registry().create("estimator", "mle", intervals=True).estimate(obs)
+    assert mle.linear_interval(np.ones(K))[1:] == pytest.approx((1.0, 1.0), abs=1e-9)  # the total is known
+    with pytest.raises(ValueError, match="one per value"):
+        mle.linear_interval(np.ones(K + 1))

@@ -58,6 +58,18 @@ class Estimate:
             raise ValueError("this estimate has no uncertainty: estimate with intervals = true")
         return self.uncertainty.interval(level)
 
+    def linear_interval(self, weights: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
+        """(value, lower, upper) of the linear statistic ``weights . distribution`` (a mean: the values).
+
+        Raises
+        ------
+        ValueError
+            If the estimator gave no uncertainty, or its uncertainty has no covariance.
+        """
+        if self.uncertainty is None:
+            raise ValueError("this estimate has no uncertainty: estimate with intervals = true")
+        return self.uncertainty.linear_interval(weights, level)
+
 
 #: result variables of an estimator that states its uncertainty (``intervals = true``); absent
 #: from the results when no estimator gave them

@@ -56,7 +56,8 @@ class Uncertainty:
 
     ``se[x]`` is the standard error of value x's frequency (NaN on the boundary, inf where the
     data cannot tell values apart); on the boundary, ``slope[x] <= 0`` and ``curvature[x] > 0`` are
-    the first and second derivatives of L along the path that moves mass to x.
+    the first and second derivatives of L along the path that moves mass to x. ``covariance`` is
+    the (K, K) covariance of the estimate where one is known (zero rows on the MLE's boundary).
     """
 
     estimate: np.ndarray
@@ -65,6 +66,29 @@ class Uncertainty:
     slope: np.ndarray
     curvature: np.ndarray
     method: str
+    covariance: np.ndarray | None = None
+
+    def linear_interval(self, weights: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
+        """(value, lower, upper) of the linear statistic ``weights . theta`` (a mean, a sum, a share).
+
+        A Wald interval from the covariance, ``w . theta +- z sqrt(w' Cov w)``. On the MLE's boundary the
+        covariance is zero, so values estimated at zero add no width: the interval is the one of the
+        statistic given the face the estimate lies on.
+
+        Raises
+        ------
+        ValueError
+            If the weights are not one finite number per value, or no covariance is known.
+        """
+        w = np.asarray(weights, dtype=float)
+        if w.shape != self.estimate.shape or not np.all(np.isfinite(w)):
+            raise ValueError(f"weights must be {self.estimate.size} finite numbers, one per value")
+        if self.covariance is None:
+            raise ValueError(f"the {self.method} uncertainty has no covariance")
+        value = float(w @ self.estimate)
+        spread = float(np.sqrt(max(w @ self.covariance @ w, 0.0)))
+        z = normal_quantile(level)
+        return value, value - z * spread, value + z * spread
 
     def interval(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         """(lower, upper) bounds of each value's frequency at confidence ``level``, within [0, 1]."""
@@ -124,6 +148,7 @@ def mle_uncertainty(observations: Observations, theta: np.ndarray) -> Uncertaint
     boundary = (theta * n < BOUNDARY_USERS) & (grad < n)
     face = np.flatnonzero(~boundary)
     se = np.full(k, np.nan)
+    full = np.zeros((k, k))
     if face.size == 1:
         se[face] = 0.0
     elif face.size > 1:
@@ -137,9 +162,11 @@ def mle_uncertainty(observations: Observations, theta: np.ndarray) -> Uncertaint
         else:
             cov = basis @ np.linalg.solve(reduced, basis.T)
             se[face] = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+            full[np.ix_(face, face)] = cov
     slope = grad - n  # dL/dt at t = 0 along theta + t (e_x - theta): sum_x theta_x g_x = n
     curvature = np.diag(info) - 2 * grad + n  # -d2L/dt2 there
-    return Uncertainty(theta, se, boundary, slope, curvature, "fisher")
+    known = bool(np.all(np.isfinite(se[face]))) if face.size else True
+    return Uncertainty(theta, se, boundary, slope, curvature, "fisher", full if known else None)
 
 
 def unbiased_uncertainty(observations: Observations, estimate: np.ndarray) -> Uncertainty:
@@ -168,7 +195,7 @@ def unbiased_uncertainty(observations: Observations, estimate: np.ndarray) -> Un
         cov += (group.n / observations.n) ** 2 * spread / group.n
     se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
     k_nan = np.full(k, np.nan)
-    return Uncertainty(estimate, se, np.zeros(k, dtype=bool), k_nan, k_nan, "exact")
+    return Uncertainty(estimate, se, np.zeros(k, dtype=bool), k_nan, k_nan, "exact", cov)
 
 
 def bootstrap_uncertainty(
@@ -216,7 +243,8 @@ def bootstrap_uncertainty(
         draws[b] = estimate(Observations(observations.domain, groups))
     se = draws.std(axis=0, ddof=1)
     k_nan = np.full(theta.size, np.nan)
-    return Uncertainty(theta, se, np.zeros(theta.size, dtype=bool), k_nan, k_nan, "bootstrap")
+    covariance = np.cov(draws, rowvar=False)
+    return Uncertainty(theta, se, np.zeros(theta.size, dtype=bool), k_nan, k_nan, "bootstrap", covariance)
 
 
 def normal_quantile(level: float) -> float:
