@@ -9,8 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-import xarray as xr
-from helpers import HALF_L1
+from helpers import HALF_L1, assert_same_numbers
 from ldpsim_plugins.executors.serial import Serial
 from typer.testing import CliRunner
 
@@ -38,13 +37,6 @@ SWEEP = {
     "metrics": ["tv"],
     "sweep": {"eps": {"path": "cohorts.one.reports.0.eps", "values": [0.5, 2.0]}},
 }
-TIMING = {"seconds"}
-
-
-def assert_same_numbers(a: xr.Dataset, b: xr.Dataset) -> None:
-    assert set(a.data_vars) == set(b.data_vars)
-    for name in set(a.data_vars) - TIMING:
-        np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
 
 
 @pytest.fixture(scope="module")

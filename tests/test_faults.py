@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+from helpers import assert_same_numbers
 
 import ldpsim
 from ldpsim.base.atomic import atomic_path
@@ -34,13 +35,6 @@ SMALL = {
     "metrics": ["tv"],
     "sweep": {"eps": {"path": "cohorts.all.reports.0.eps", "values": [0.5, 2.0]}},
 }
-TIMING = {"seconds"}
-
-
-def assert_same_numbers(a: xr.Dataset, b: xr.Dataset) -> None:
-    assert set(a.data_vars) == set(b.data_vars)
-    for name in set(a.data_vars) - TIMING:
-        np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ every word is a non-negative int64 and a report is a row of small integers like 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -60,6 +60,18 @@ class BitVectorMechanism(Mechanism):
         for start in range(0, reports.shape[0], step):
             rows = slice(start, min(start + step, reports.shape[0]))
             yield rows, self.unpack_bits(reports[rows])
+
+    def bit_matrix(self, reports: np.ndarray) -> Any:
+        """The (D, k) 0/1 scipy CSR matrix B[d, x] = bit x of report d, built in bounded chunks."""
+        from scipy.sparse import csr_matrix
+
+        indices, lengths = [], []
+        for _, bits in self.bit_chunks(reports):
+            lengths.append(bits.sum(axis=1))
+            indices.append(np.nonzero(bits)[1].astype(np.int32))  # row-major: sorted by row, then column
+        indptr = np.concatenate([[0], np.cumsum(np.concatenate(lengths))]) if lengths else np.zeros(1, np.int64)
+        idx = np.concatenate(indices) if indices else np.zeros(0, np.int32)
+        return csr_matrix((np.ones(idx.size), idx, indptr), shape=(reports.shape[0], self.domain.size))
 
     def checked_bits(self, reports: np.ndarray) -> np.ndarray:
         """The reports, or EstimationError if one is not a packed bit vector of length k."""

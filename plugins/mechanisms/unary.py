@@ -38,7 +38,6 @@ from ldpsim import (
 )
 
 if TYPE_CHECKING:  # scipy is imported where an operator is built: `ldpsim list` stays fast
-    from scipy.sparse import csr_matrix
     from scipy.sparse.linalg import LinearOperator
 
 #: largest k for which the (k, 2^k) matrix is formed
@@ -115,21 +114,9 @@ class UnaryEncoding(BitVectorMechanism):
             out[rows] = base[:, None] + np.where(bits, log_one, log_zero)
         return out
 
-    def _bit_matrix(self, reports: np.ndarray) -> csr_matrix:
-        """The (D, k) 0/1 matrix B[d, x] = beta^d_x, sparse, built in bounded chunks."""
-        indices, lengths = [], []
-        for _, bits in self.bit_chunks(reports):
-            lengths.append(bits.sum(axis=1))
-            indices.append(np.nonzero(bits)[1].astype(np.int32))  # row-major: sorted by row, then column
-        indptr = np.concatenate([[0], np.cumsum(np.concatenate(lengths))]) if lengths else np.zeros(1, np.int64)
-        idx = np.concatenate(indices) if indices else np.zeros(0, np.int32)
-        from scipy.sparse import csr_matrix
-
-        return csr_matrix((np.ones(idx.size), idx, indptr), shape=(reports.shape[0], self.domain.size))
-
     def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
         reports = self.checked_bits(reports)
-        bits = self._bit_matrix(reports)
+        bits = self.bit_matrix(reports)
         log_one, log_zero = self._log_ratios
         shift = self._shift(np.diff(bits.indptr))
         return shift, rank_one_plus_sparse(bits, math.exp(log_zero - log_one))
