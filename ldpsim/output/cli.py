@@ -473,16 +473,21 @@ def plot(
 check_app = typer.Typer(help="Check a mechanism or estimates against the theory of the papers.", no_args_is_help=True)
 app.add_typer(check_app, name="check")
 
+# the mechanism, its domain and its parameters, as `check mechanism` and `audit` take them
+MechanismName = Annotated[str, typer.Argument(help="mechanism name (see `ldpsim list mechanisms`)")]
+DomainOption = Annotated[
+    str, typer.Option("--domain", "-d", help="integers:0..99[:step], grid:24x16[:cell] or categorical:a,b,c")
+]
+ParamOption = Annotated[
+    list[str], typer.Option("--param", "-p", metavar="KEY=VALUE", help="a mechanism parameter, e.g. eps=1")
+]
+
 
 @check_app.command("mechanism")
 def check_mechanism_cmd(
-    name: Annotated[str, typer.Argument(help="mechanism name (see `ldpsim list mechanisms`)")],
-    domain: Annotated[
-        str, typer.Option("--domain", "-d", help="integers:0..99[:step], grid:24x16[:cell] or categorical:a,b,c")
-    ],
-    param: Annotated[
-        list[str], typer.Option("--param", "-p", metavar="KEY=VALUE", help="a mechanism parameter, e.g. eps=1")
-    ] = [],  # noqa: B006
+    name: MechanismName,
+    domain: DomainOption,
+    param: ParamOption = [],  # noqa: B006
     prior: Annotated[
         str | None, typer.Option(help="prior for the LIP level: comma-separated probabilities, or 'uniform'")
     ] = None,
@@ -711,13 +716,9 @@ def _grid_size(ds) -> int:  # noqa: ANN001
 
 @app.command()
 def audit(
-    name: Annotated[str, typer.Argument(help="mechanism name (see `ldpsim list mechanisms`)")],
-    domain: Annotated[
-        str, typer.Option("--domain", "-d", help="integers:0..99[:step], grid:24x16[:cell] or categorical:a,b,c")
-    ],
-    param: Annotated[
-        list[str], typer.Option("--param", "-p", metavar="KEY=VALUE", help="a mechanism parameter, e.g. eps=1")
-    ] = [],  # noqa: B006
+    name: MechanismName,
+    domain: DomainOption,
+    param: ParamOption = [],  # noqa: B006
     draws: Annotated[int, typer.Option("--draws", "-n", help="draws per value (N)")] = 10**6,
     seed: Annotated[int, typer.Option(help="seed of all draws")] = 0,
     confidence: Annotated[float, typer.Option(help="confidence of the lower bound, over both code paths")] = 0.95,
