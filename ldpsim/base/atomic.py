@@ -52,21 +52,12 @@ def remove_stale(path: str | os.PathLike, suffix: str = ".tmp") -> list[Path]:
     """
     path = Path(path)
     prefix = f".{path.name}."
-    removed: list[Path] = []
-    try:
-        names = [p for p in path.parent.iterdir() if p.name.startswith(prefix) and p.name.endswith(suffix)]
-    except OSError:
-        return removed
-    for candidate in names:
-        owner = candidate.name[len(prefix) :].split(".", 1)[0]
-        if owner.isdigit() and _running(int(owner)):
-            continue  # a write in progress (or this process's own)
-        try:
-            candidate.unlink()
-        except OSError:
-            continue
-        removed.append(candidate)
-    return removed
+    found: list[tuple[Path, int | None]] = []
+    for candidate in _listing(path.parent):
+        if candidate.name.startswith(prefix) and candidate.name.endswith(suffix):
+            owner = candidate.name[len(prefix) :].split(".", 1)[0]
+            found.append((candidate, int(owner) if owner.isdigit() else None))  # no pid: an older writer's
+    return _unlink_dead(found)
 
 
 #: a temporary name of :func:`atomic_path`: .<target>.<pid>.<random><suffix>
@@ -75,15 +66,28 @@ _TEMPORARY = re.compile(r"^\.(?P<target>.+)\.(?P<pid>\d+)\.[a-z0-9_]+(?P<suffix>
 
 def remove_stale_in(folder: str | os.PathLike) -> list[Path]:
     """Remove every temporary file in ``folder`` whose writer no longer runs (see :func:`remove_stale`)."""
-    removed = []
+    found: list[tuple[Path, int | None]] = []
+    for candidate in _listing(Path(folder)):
+        match = _TEMPORARY.match(candidate.name)
+        if match is not None:
+            found.append((candidate, int(match["pid"])))
+    return _unlink_dead(found)
+
+
+def _listing(folder: Path) -> list[Path]:
+    """The folder's entries (none if it cannot be read: cleaning up is best effort)."""
     try:
-        names = [p for p in Path(folder).iterdir() if p.name.startswith(".")]
+        return list(folder.iterdir())
     except OSError:
         return []
-    for candidate in names:
-        match = _TEMPORARY.match(candidate.name)
-        if match is None or _running(int(match["pid"])):
-            continue
+
+
+def _unlink_dead(found: list[tuple[Path, int | None]]) -> list[Path]:
+    """Remove the temporary files whose writer (pid, None if unknown) no longer runs; return those removed."""
+    removed = []
+    for candidate, pid in found:
+        if pid is not None and _running(pid):
+            continue  # a write in progress (or this process's own)
         try:
             candidate.unlink()
         except OSError:
