@@ -16,7 +16,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from ..base.errors import LdpsimError, ScenarioError, did_you_mean
+from ..base.errors import LdpsimError, ScenarioError
 from ..estimation.estimator import Estimator
 from ..model.dataset import Dataset
 from ..model.domains import Domain, make_domain
@@ -24,6 +24,7 @@ from ..model.mechanism import Mechanism
 from ..model.metric import Metric
 from ..plugin.registry import Registry, get_registry
 from .paths import related
+from .schema import require_known
 from .sweep import Axis, Point
 
 COHORT_KEYS = ("share", "reports", "dataset")
@@ -182,10 +183,7 @@ class Builder:
             where = f"cohorts.{name}"
             if not isinstance(cohort, dict):
                 raise ScenarioError("must be a table", field=where, hint="give share and reports")
-            extra = set(cohort) - set(COHORT_KEYS)
-            if extra:
-                key = sorted(extra)[0]
-                raise ScenarioError(f"unknown field '{key}'", field=where, hint=did_you_mean(key, COHORT_KEYS))
+            require_known(cohort, COHORT_KEYS, where)
             shares.append(_share(cohort.get("share", 1 if len(spec) == 1 else None), f"{where}.share"))
             own = None
             if "dataset" in cohort:

@@ -52,6 +52,14 @@ def normalize(doc: dict) -> dict:
     return doc
 
 
+def require_known(table: dict, known: tuple[str, ...], where: str) -> None:
+    """Refuse the first (alphabetically) field of ``table`` that is not in ``known``, suggesting the closest."""
+    extra = set(table) - set(known)
+    if extra:
+        key = sorted(extra)[0]
+        raise ScenarioError(f"unknown field '{key}'", field=where, hint=did_you_mean(key, known))
+
+
 def check_fields(doc: dict) -> None:
     """Refuse unknown top-level fields, missing required ones, and tables that are not (non-empty) tables.
 

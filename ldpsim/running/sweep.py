@@ -13,8 +13,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..base.errors import ScenarioError, did_you_mean
+from ..base.errors import ScenarioError
 from .paths import parse_path, set_path
+from .schema import require_known
 
 #: names of the results' other dimensions, which an axis cannot take
 RESERVED_AXES = {"rep", "estimator", "metric", "value", "row", "col"}
@@ -74,10 +75,7 @@ def parse_axes(doc: dict) -> tuple[Axis, ...]:
             raise ScenarioError(f"axis name '{name}' is reserved", field=where, hint="rename the axis")
         if not isinstance(spec, dict):
             raise ScenarioError("must be a table", field=where, hint="give path and values")
-        extra = set(spec) - set(AXIS_KEYS)
-        if extra:
-            key = sorted(extra)[0]
-            raise ScenarioError(f"unknown field '{key}'", field=where, hint=did_you_mean(key, AXIS_KEYS))
+        require_known(spec, AXIS_KEYS, where)
         paths = spec.get("path")
         paths = [paths] if isinstance(paths, str) else paths
         if not isinstance(paths, list) or not paths or not all(isinstance(p, str) for p in paths):
