@@ -81,8 +81,14 @@ def unbiased_estimate(observations: Observations) -> np.ndarray:
     else q A^+ (A^-1 when square); averaged with weights n_plan / n.
 
     Each plan's users are an iid sample of the population, so each plan gives
-    an unbiased estimate; weighting by size combines them.
+    an unbiased estimate; weighting by size combines them. Computed once per
+    observations (read-only): every inversion estimator of a run, and its
+    intervals, start from it.
     """
+    return observations.derived("unbiased_estimate", lambda: _unbiased_estimate(observations))
+
+
+def _unbiased_estimate(observations: Observations) -> np.ndarray:
     total = np.zeros(observations.domain.size)
     for group in observations.groups:
         if len(group.plan) == 1:  # a mechanism may know a better unbiased estimate than inverting its matrix
@@ -97,4 +103,5 @@ def unbiased_estimate(observations: Observations) -> np.ndarray:
         np.add.at(q, flat, group.counts / group.n)
         v, *_ = np.linalg.lstsq(a.T, q, rcond=None)
         total += group.n / observations.n * v
+    total.setflags(write=False)
     return total
