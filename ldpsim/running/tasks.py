@@ -181,7 +181,7 @@ def _run_task(task: Task, builder: Builder | None) -> TaskResult:
     run = _Run(truth, noisy_distribution(observations), observations.n_distinct, setup.users)
     values: dict[str, np.ndarray] = {}
     for var in variables:
-        if var.name == "error":
+        if var.source == "metric" and var in CORE:  # the metrics' scores: one per (metric, estimate)
             values[var.name] = np.asarray(scores, dtype=var.dtype).reshape(len(metrics), len(estimates))
         elif var.source == "task":
             value = getattr(run, var.key)
