@@ -685,14 +685,19 @@ def summary_table(ds) -> Table:  # noqa: ANN001
     reps = ds.sizes["rep"]
     table = Table(title=f"error: mean ± sd over {reps} repetition{'s' * (reps != 1)}", title_justify="left")
     extra = summary_variables(ds)
-    for col in [*sweeps, "estimator", *metrics, *extra]:
-        table.add_column(col, justify="right" if col not in ("estimator",) else "left")
+    lines = []
     for row in rows:
         cells = [_fmt(row[d]) for d in sweeps] + [row["estimator"]]
         for m in metrics:
             mean, sd = row[m]
             cells.append(f"{mean:.3g}" + ("" if sd != sd else f" ± {sd:.2g}"))
         cells += [_fmt_mean(row[name], ds[name].dtype) for name in extra]
+        lines.append(cells)
+    labels = len(sweeps) + 1  # the sweep points and the estimator name what a row is: never cut them
+    for i, col in enumerate([*map(str, sweeps), "estimator", *metrics, *extra]):
+        widest = max([len(col), *(len(cells[i]) for cells in lines)]) if i < labels else None
+        table.add_column(col, justify="left" if col == "estimator" else "right", min_width=widest)
+    for cells in lines:
         table.add_row(*cells)
     return table
 
