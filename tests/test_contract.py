@@ -69,10 +69,10 @@ def test_built_in_mechanism_meets_the_contract(name):
 
 # ------------------------------------------------------------------ capabilities
 CAPABILITIES = {
-    "krr": {"structured_likelihood", "likely_subset", "output_count", "named_value_likelihood"},
-    "geometric": {"structured_likelihood", "likely_subset", "output_count"},
-    "laplace": {"structured_likelihood", "likely_subset", "output_count"},
-    "exponential": {"structured_likelihood", "output_count"},
+    "krr": {"structured_likelihood", "likely_subset", "output_count", "named_value_likelihood", "log_matrix"},
+    "geometric": {"structured_likelihood", "likely_subset", "output_count", "log_matrix"},
+    "laplace": {"structured_likelihood", "likely_subset", "output_count", "log_matrix"},
+    "exponential": {"structured_likelihood", "output_count", "log_matrix"},
     "planar-geometric": {"structured_likelihood", "output_count"},
     "planar-laplace": {"structured_likelihood", "output_count"},
     "rappor": {"structured_likelihood", "unbiased_estimate", "likely_subset"},
@@ -80,7 +80,14 @@ CAPABILITIES = {
     "olh": {"structured_likelihood", "unbiased_estimate"},
     "subset_selection": {"structured_likelihood", "unbiased_estimate", "likely_subset", "output_count"},
     # the union of k-RR's and OUE's: a hook the chosen mechanism lacks returns None
-    "adp": {"structured_likelihood", "unbiased_estimate", "likely_subset", "output_count", "named_value_likelihood"},
+    "adp": {
+        "structured_likelihood",
+        "unbiased_estimate",
+        "likely_subset",
+        "output_count",
+        "named_value_likelihood",
+        "log_matrix",
+    },
     "hadamard": {"structured_likelihood", "unbiased_estimate", "output_count"},
     "lip": set(),
     "lip-binary": set(),

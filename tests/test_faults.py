@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from helpers import assert_same_numbers
+from helpers import assert_same_numbers, make
 
 import ldpsim
 from ldpsim.base.atomic import atomic_path
@@ -584,6 +584,15 @@ BAD_VALUES = [
     ("estimators={ ibu = { start = [0.5, 0.5] } }", r"estimators\.ibu\.start: has 2 entries, the domain has 5"),
     ("estimators={ ibu = { start = [1, 0, 0, 0, 0] } }", r"estimators\.ibu\.start: is zero"),
     ("estimators=['krr-mle'] ; cohorts.all.reports.0.repeat=2", r"estimators\.krr-mle: krr-mle needs every user"),
+    # sizes refused from the parameters, before anything is allocated
+    ("domain.high=1000000000000", r"domain\.high: the domain would have 1,000,000,000,001 values, more than"),
+    ("domain.high=9223372036854775808", r"domain\.high: 9223372036854775808 does not fit a 64-bit integer"),
+    ("domain={ kind = 'grid', rows = 100000, cols = 100000 }", r"domain\.rows: the domain would have 10,000,000,000"),
+    ("cohorts.all.reports.0.repeat=1000000000", r"repeat: 1,000,000,000 reports per user, more than the 10,000"),
+    ("users=1000000000000000 ; cohorts.all.reports.0.repeat=2", r"users: 1,000,000,000,000,000 users x 2 reports"),
+    ("users=1e300", r"users: must be at most 9223372036854775807"),
+    # names are printed as they are, not as rich markup (':x:' was an emoji)
+    ("cohorts.a:x:b.share=1", r"'cohorts\.a:x:b\.share' does not exist"),
 ]
 
 
@@ -615,3 +624,212 @@ def test_the_catalogues_base_scenario_runs(tmp_path):
         ["run", str(scenario), "-o", str(tmp_path / "x.nc"), "-q", "-e", "serial", "--set", "estimators=['krr-mle']"],
     )
     assert done.exit_code == 0, done.output  # so each refusal above is the bad value's doing
+
+
+# --- 7. extreme privacy levels: exact in log space, never a traceback ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "eps"),
+    [("krr", 746.0), ("krr", 1e308), ("geometric", 1e308), ("laplace", 1e308), ("exponential", 1e308)],
+)
+def test_an_extreme_eps_runs_and_reports_the_true_value(mechanism, eps):
+    """Where e^-eps underflows, every mechanism reports the true value: the estimate is the truth."""
+    doc = load_scenario_doc()
+    doc["cohorts"]["all"]["reports"] = [{"mechanism": mechanism, "eps": eps}]
+    ds = ldpsim.run_scenario(doc, executor="serial")
+    np.testing.assert_allclose(ds["estimate"].sel(estimator="ibu").values, ds["truth"].values, atol=1e-9)
+
+
+def test_planar_laplace_at_an_extreme_eps_is_the_identity():
+    mech = make("mechanism", "planar-laplace", ldpsim.Grid(rows=3, cols=4), eps=1e308)
+    np.testing.assert_array_equal(mech.matrix, np.eye(12))
+
+
+@pytest.mark.parametrize(("name", "eps"), [("geometric", 5.0), ("laplace", 5.0), ("krr", 800.0)])
+def test_underflowed_probabilities_do_not_make_a_private_mechanism_look_violated(name, eps):
+    """Entries below 1e-308 are 0 in the matrix; the report computes the levels from closed-form logs."""
+    mech = make("mechanism", name, ldpsim.Integers(low=0, high=199), eps=eps)
+    assert (mech.matrix == 0).any()  # the case at hand: underflow
+    report = ldpsim.mechanism_report(mech, repetitions=0)
+    assert report.privacy_holds is True
+    assert report.declared_notion_eps == pytest.approx(eps, rel=1e-9)
+
+
+def test_underflow_without_closed_form_logs_is_stated_not_called_a_violation():
+    mech = make("mechanism", "planar-geometric", ldpsim.Grid(rows=12, cols=12), eps=80.0)
+    report = ldpsim.mechanism_report(mech, repetitions=0)
+    assert report.underflow > 0 and report.privacy_holds is None
+    assert "double-precision floor" in report.lines()[1] and "VIOLATED" not in report.lines()[1]
+
+
+def load_scenario_doc() -> dict:
+    import tomllib
+
+    return tomllib.loads(BASE)
+
+
+# --- 8. a results file is data: no path it names is read, no size it asks for is run ---------------
+
+
+@pytest.fixture(scope="module")
+def small_results(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("results")
+    (folder / "ages.csv").write_text("x\n1\n2\n3\n0\n4\n")
+    (folder / "s.toml").write_text(BASE)
+    out = folder / "r.nc"
+    from typer.testing import CliRunner
+
+    from ldpsim.output.cli import app
+
+    scenario = folder / "s.toml"
+    sets = ["--set", "users=5", "--set", "dataset={ name = 'csv', path = 'ages.csv', column = 'x' }"]
+    done = CliRunner().invoke(app, ["run", str(scenario), "-o", str(out), "-q", "-e", "serial", *sets])
+    assert done.exit_code == 0, done.output
+    return out
+
+
+def _tampered(results: Path, target: Path, change) -> Path:
+    import json
+
+    ds = open_results(results)
+    doc = json.loads(ds.attrs["resolved_scenario"])
+    change(doc)
+    ds.attrs["resolved_scenario"] = json.dumps(doc)
+    ds.to_netcdf(target)
+    return target
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "../ages.csv", "sub/../../ages.csv"])
+def test_check_estimate_never_reads_a_file_outside_the_results_folder(path, small_results, tmp_path):
+    from typer.testing import CliRunner
+
+    from ldpsim.output.cli import app
+
+    secret = tmp_path / "secret.csv"
+    secret.write_text("password,x\nhunter2,1\n")
+    (tmp_path / "inner").mkdir()
+    evil = _tampered(
+        small_results, tmp_path / "inner" / "evil.nc", lambda d: d["dataset"].update(path=path, column="zz")
+    )
+    done = CliRunner().invoke(app, ["check", "estimate", str(evil)])
+    assert done.exit_code == 2 and len(done.output.strip().splitlines()) == 1, done.output
+    assert "outside the results file's folder" in done.output and "hunter2" not in done.output
+    assert "password" not in done.output and "root" not in done.output
+
+
+def test_check_estimate_applies_the_runs_size_checks(small_results, tmp_path):
+    from typer.testing import CliRunner
+
+    from ldpsim.output.cli import app
+
+    def huge(doc: dict) -> None:
+        doc["users"] = 10**15
+        doc["cohorts"]["all"]["reports"][0]["repeat"] = 2
+        doc["dataset"] = {"name": "binomial", "p": 0.5}
+
+    done = CliRunner().invoke(app, ["check", "estimate", str(_tampered(small_results, tmp_path / "h.nc", huge))])
+    assert done.exit_code == 2 and "users: 1,000,000,000,000,000 users x 2 reports" in done.output, done.output
+
+
+def test_check_estimate_of_a_genuine_file_reads_its_data_beside_it(small_results):
+    from typer.testing import CliRunner
+
+    from ldpsim.output.cli import app
+
+    done = CliRunner().invoke(app, ["check", "estimate", str(small_results)])
+    assert done.exit_code == 0, done.output
+
+
+# --- 9. files that are not what they claim ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("x\n12345678901234567890123\n1\n", r"line 2: '12345678901234567890123' in column 'x' is not an integer"),
+        ("x\n1\n2,3\n", r"Expected 1 fields in line 3, saw 2"),
+        ("x\n1,2\n3,4\n", r"more fields in its rows than names in its header"),
+    ],
+    ids=["23-digit integer", "one long row", "every row long"],
+)
+def test_a_malformed_csv_is_one_line(text, message, tmp_path):
+    from typer.testing import CliRunner
+
+    from ldpsim.output.cli import app
+
+    (tmp_path / "d.csv").write_text(text)
+    scenario = tmp_path / "base.toml"
+    scenario.write_text(BASE)
+    sets = ["--set", "users=2", "--set", "dataset={ name = 'csv', path = 'd.csv', column = 'x' }"]
+    done = CliRunner().invoke(app, ["run", str(scenario), "-o", str(tmp_path / "x.nc"), "-q", "-e", "serial", *sets])
+    assert done.exit_code == 2 and len(done.output.strip().splitlines()) == 1, done.output
+    assert re.search(message, done.output), done.output
+
+
+@pytest.mark.parametrize("command", ["show", "plot"])
+def test_a_netcdf_file_that_only_looks_like_results_is_refused(command, tmp_path):
+    from typer.testing import CliRunner
+
+    from ldpsim.output.cli import app
+
+    fake = tmp_path / "fake.nc"
+    xr.Dataset({"error": ("a", np.arange(3.0)), "estimate": ("b", np.ones(2))}).to_netcdf(fake)
+    args = [command, str(fake)] + (["-o", str(tmp_path / "f.png")] if command == "plot" else [])
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 2 and "is not an ldpsim results file" in done.output, done.output
+    assert len(done.output.strip().splitlines()) == 1
+
+
+def test_a_flag_without_equals_names_that_flag():
+    from typer.testing import CliRunner
+
+    from ldpsim.output.cli import app
+
+    done = CliRunner().invoke(app, ["check", "mechanism", "krr", "-d", "integers:0..4", "--param", "eps"])
+    assert done.exit_code == 2 and "--param: 'eps' is not KEY=VALUE; write e.g. --param eps=1" in done.output
+
+
+# --- 10. a broken third-party mechanism: one line naming it -------------------------------------
+
+
+class _NotStochastic(ldpsim.Mechanism):
+    """Rows that do not sum to 1."""
+
+    name = "not-stochastic"
+
+    @property
+    def privacy(self) -> ldpsim.Privacy:
+        return ldpsim.Privacy("ldp", 1.0)
+
+    def _matrix(self) -> np.ndarray:
+        return np.full((self.domain.size, self.domain.size), 0.9 / self.domain.size)
+
+
+class _RaisingSampler(ldpsim.Mechanism):
+    """A sampler that raises."""
+
+    name = "raising-sampler"
+
+    @property
+    def privacy(self) -> ldpsim.Privacy:
+        return ldpsim.Privacy("ldp", 1.0)
+
+    def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        raise ZeroDivisionError("oops")
+
+    def _log_likelihood(self, reports: np.ndarray) -> np.ndarray:
+        return np.full((reports.shape[0], self.domain.size), -np.log(self.domain.size))
+
+
+@pytest.mark.parametrize(
+    ("cls", "message"),
+    [(_NotStochastic, r"not-stochastic\(\): matrix is not row-stochastic"), (_RaisingSampler, r"_sample raised")],
+)
+def test_a_broken_mechanism_is_a_plugin_error_naming_it(cls, message):
+    from ldpsim.base.errors import PluginError
+
+    mech = cls(ldpsim.Integers(low=0, high=4))
+    with pytest.raises(PluginError, match=message) as caught:
+        mech.sample(np.arange(5), np.random.default_rng(0))
+    assert "\n" not in str(caught.value) and "fix the plugin" in str(caught.value)

@@ -208,7 +208,7 @@ def test_overrides_reach_any_field():
         LdpsimError, match="'cohorts.al.reports.0.eps' does not exist: no field 'al'; did you mean 'all'"
     ):
         load_scenario(scenario(), ["cohorts.al.reports.0.eps=2"])
-    with pytest.raises(LdpsimError, match="--set: override 'users' is not KEY=VALUE"):
+    with pytest.raises(LdpsimError, match="--set: 'users' is not KEY=VALUE"):
         load_scenario(scenario(), ["users"])
 
 

@@ -48,6 +48,18 @@ class PluginError(LdpsimError):
     """A plugin is unknown, broken, or clashes with another plugin."""
 
 
+class ContractError(PluginError, ValueError):
+    """A plugin broke its contract: a hook returned something invalid, or raised.
+
+    A ValueError too, so code that checked hooks' results with ``except ValueError`` keeps working.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None, hint: str | None = None):
+        super().__init__(
+            message, field=field, hint=hint or "fix the plugin (ldpsim.testing checks its contract) or leave it out"
+        )
+
+
 class EstimationError(LdpsimError):
     """Observations cannot be explained by the declared mechanisms."""
 

@@ -16,6 +16,23 @@ import numpy as np
 from ..base.errors import DataError, ParameterError, ScenarioError, did_you_mean
 from .params import Configurable, Param
 
+#: the most values a domain may have: every estimate holds one probability per value, and a likelihood
+#: pass touches each several times, so beyond 10^8 values a run would not fit a workstation. Checked from
+#: the parameters, before anything is allocated.
+MAX_DOMAIN_SIZE = 10**8
+
+#: integer values must fit numpy's int64
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _require_size(size: int, field: str, hint: str) -> None:
+    if size > MAX_DOMAIN_SIZE:
+        raise ParameterError(
+            f"the domain would have {size:,} values, more than the {MAX_DOMAIN_SIZE:,} ldpsim handles",
+            field=field,
+            hint=hint,
+        )
+
 
 class Domain(Configurable):
     """An ordered finite set of values with a distance."""
@@ -83,6 +100,12 @@ class Integers(Domain):
                 field="high",
                 hint=f"use high = {self.low + (self.high - self.low) // self.step * self.step}",
             )
+        for name in ("low", "high"):
+            if not _INT64[0] <= getattr(self, name) <= _INT64[1]:
+                raise ParameterError(
+                    f"{getattr(self, name)} does not fit a 64-bit integer", field=name, hint="use a smaller value"
+                )
+        _require_size((self.high - self.low) // self.step + 1, "high", "use a coarser step or a narrower range")
 
     @cached_property
     def values(self) -> np.ndarray:
@@ -132,6 +155,7 @@ class Grid(Domain):
     def _validate(self) -> None:
         if self.rows * self.cols < 2:
             raise ParameterError("a grid needs at least two cells", field="rows", hint="raise rows or cols")
+        _require_size(self.rows * self.cols, "rows", "use larger cells (fewer rows and cols)")
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -28,6 +28,7 @@ hook (a subclass implements)       public wrapper (the core calls)   capability 
 ``_likely_subset(r)``              ``likely_subset(r)``              ``likely_subset``
 ``_output_count()``                ``output_count()``                ``output_count``
 ``_named_value_likelihood()``      ``named_value_likelihood()``      ``named_value_likelihood``
+``_log_matrix()``                  ``log_matrix``                    ``log_matrix``
 =================================  ================================  ==========================
 
 Required: ``privacy``, and either ``_matrix`` (finitely many outputs: sampling
@@ -55,6 +56,10 @@ Capabilities:
 * named-value likelihood: ``(log P(z | z), log P(z | x != z))`` for one-column reports
   that name a domain index (k-RR); plans of several such reports then get a sparse
   likelihood (``named_values_likelihood``).
+* log matrix: ``log P(z | x)`` in closed form. Where ``eps`` times a distance exceeds
+  about 745, matrix entries underflow to exactly 0 although the mechanism gives them a
+  positive probability; the privacy levels and likelihoods are then computed from the
+  closed-form logarithms, so a private mechanism is never reported as ``eps = inf``.
 
 Hooks that read reports call :meth:`Mechanism.require_outputs` to refuse values that
 are not outputs. ``ldpsim.testing.check_mechanism`` checks each declared capability
@@ -70,7 +75,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..base.errors import EstimationError
+from ..base.errors import ContractError, EstimationError, LdpsimError
 from ..base.hooks import overrides
 from ..base.memory import require_memory
 from .domains import OnDomain
@@ -97,6 +102,7 @@ PUBLIC_WRAPPERS = (
     "likely_subset",
     "output_count",
     "named_value_likelihood",
+    "log_matrix",
     "require_outputs",
     "capabilities",
 )
@@ -118,6 +124,8 @@ class Capabilities:
         ``_output_count``: the matrix's number of columns, known without building it.
     named_value_likelihood
         ``_named_value_likelihood``: a report names a value, likely at it and equally unlikely elsewhere.
+    log_matrix
+        ``_log_matrix``: the matrix's logarithms in closed form, exact where entries underflow.
     """
 
     structured_likelihood: bool = False
@@ -125,6 +133,7 @@ class Capabilities:
     likely_subset: bool = False
     output_count: bool = False
     named_value_likelihood: bool = False
+    log_matrix: bool = False
 
     @classmethod
     def of(cls, mechanism: type[Mechanism]) -> Capabilities:
@@ -228,6 +237,10 @@ class Mechanism(OnDomain):
         takes one value at x = z and another elsewhere (k-RR)."""
         return None
 
+    def _log_matrix(self) -> np.ndarray | None:
+        """The (|X|, |Z|) array of log P(z | x) in closed form (``-inf`` where impossible), or None."""
+        return None
+
     # ------------------------------------------------------------- public API
     @property
     def capabilities(self) -> Capabilities:
@@ -267,14 +280,14 @@ class Mechanism(OnDomain):
                 f"the dense {k} x {outputs} matrix of {self.name}",
                 hint="estimate with ibu (it uses the mechanism's structured likelihood), or use fewer values",
             )
-        m = self._matrix()
+        m = self._call("_matrix")
         if m is None:
             return None
         m = np.array(m, dtype=float)
         if m.ndim != 2 or m.shape[0] != self.domain.size:
-            raise ValueError(f"{self!r}: matrix has shape {m.shape}, expected ({self.domain.size}, outputs)")
+            raise ContractError(f"{self!r}: matrix has shape {m.shape}, expected ({self.domain.size}, outputs)")
         if np.any(m < 0) or not np.allclose(m.sum(axis=1), 1.0, rtol=0, atol=ROW_SUM_TOL):
-            raise ValueError(f"{self!r}: matrix is not row-stochastic")
+            raise ContractError(f"{self!r}: matrix is not row-stochastic")
         m.setflags(write=False)
         return m
 
@@ -293,9 +306,9 @@ class Mechanism(OnDomain):
         values = values.astype(np.int64, copy=False)
         if values.size and (values.min() < 0 or values.max() >= self.domain.size):
             raise ValueError(f"values must be domain indices in 0..{self.domain.size - 1}")
-        reports = np.asarray(self._sample(values, rng), dtype=np.int64)
+        reports = np.asarray(self._call("_sample", values, rng), dtype=np.int64)
         if reports.shape != (values.shape[0], self.report_width):
-            raise ValueError(
+            raise ContractError(
                 f"{self!r}._sample returned shape {reports.shape}, expected ({values.shape[0]}, {self.report_width})"
             )
         return reports
@@ -303,13 +316,13 @@ class Mechanism(OnDomain):
     def log_likelihood(self, reports: np.ndarray) -> np.ndarray:
         """(len(reports), |X|) array of log P(report | x) (``-inf`` where impossible)."""
         reports = self._check_reports(reports)
-        out = np.asarray(self._log_likelihood(reports), dtype=float)
+        out = np.asarray(self._call("_log_likelihood", reports), dtype=float)
         if out.shape != (reports.shape[0], self.domain.size):
-            raise ValueError(
+            raise ContractError(
                 f"{self!r}._log_likelihood returned shape {out.shape}, expected ({reports.shape[0]}, {self.domain.size})"
             )
         if np.isnan(out).any() or (out > 1e-9).any():
-            raise ValueError(f"{self!r}._log_likelihood returned NaN or a probability above 1")
+            raise ContractError(f"{self!r}._log_likelihood returned NaN or a probability above 1")
         return out
 
     def likelihood(self, reports: np.ndarray) -> np.ndarray:
@@ -380,7 +393,7 @@ class Mechanism(OnDomain):
         if v is not None:
             v = np.asarray(v, dtype=float)
             if v.shape != (self.domain.size,) or not np.all(np.isfinite(v)):
-                raise ValueError(f"{self!r}._unbiased_estimate must return {self.domain.size} finite numbers")
+                raise ContractError(f"{self!r}._unbiased_estimate must return {self.domain.size} finite numbers")
         return v
 
     def likely_subset(self, reports: np.ndarray) -> np.ndarray | None:
@@ -403,7 +416,7 @@ class Mechanism(OnDomain):
         if mask is not None:
             mask = np.asarray(mask, dtype=bool)
             if mask.shape != (self.domain.size,) or not mask.any():
-                raise ValueError(f"{self!r}._likely_subset must return a non-empty mask over the domain")
+                raise ContractError(f"{self!r}._likely_subset must return a non-empty mask over the domain")
         return mask
 
     def output_count(self) -> int | None:
@@ -412,7 +425,7 @@ class Mechanism(OnDomain):
         if count is None:
             return None
         if int(count) != count or count < 1:
-            raise ValueError(f"{self!r}._output_count must return a positive integer or None, got {count!r}")
+            raise ContractError(f"{self!r}._output_count must return a positive integer or None, got {count!r}")
         return int(count)
 
     def named_value_likelihood(self) -> tuple[float, float] | None:
@@ -427,13 +440,23 @@ class Mechanism(OnDomain):
         if pair is None:
             return None
         if self.report_width != 1 or len(pair) != 2:
-            raise ValueError(f"{self!r}._named_value_likelihood: a named value is one report column and two numbers")
+            raise ContractError(f"{self!r}._named_value_likelihood: a named value is one report column and two numbers")
         hit, miss = (float(v) for v in pair)
         if not (hit <= 0 and miss <= 0):  # also refuses NaN
-            raise ValueError(f"{self!r}._named_value_likelihood must return two log-probabilities, got {pair!r}")
+            raise ContractError(f"{self!r}._named_value_likelihood must return two log-probabilities, got {pair!r}")
         return hit, miss
 
     # -------------------------------------------------------------- internals
+    def _call(self, hook: str, *args: Any) -> Any:
+        """A hook's result; a hook that raises anything but ldpsim's own errors is a broken plugin."""
+        try:
+            return getattr(self, hook)(*args)
+        except (LdpsimError, MemoryError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            detail = " ".join(str(exc).split())[:200]
+            raise ContractError(f"{self!r}.{hook} raised {type(exc).__name__}: {detail}") from exc
+
     def _check_reports(self, reports: np.ndarray) -> np.ndarray:
         reports = np.asarray(reports, dtype=np.int64)
         if reports.ndim == 1 and self.report_width == 1:
@@ -451,7 +474,7 @@ class Mechanism(OnDomain):
         shift, op = parts
         shift = np.asarray(shift, dtype=float)
         if shift.shape != (reports.shape[0],) or tuple(op.shape) != (reports.shape[0], self.domain.size):
-            raise ValueError(
+            raise ContractError(
                 f"{self!r}._structured_likelihood returned shapes {shift.shape} and {tuple(op.shape)},"
                 f" expected ({reports.shape[0]},) and ({reports.shape[0]}, {self.domain.size})"
             )
@@ -465,9 +488,41 @@ class Mechanism(OnDomain):
         return m
 
     @cached_property
-    def _log_matrix_t(self) -> np.ndarray:
+    def log_matrix(self) -> np.ndarray | None:
+        """Read-only (|X|, |Z|) log P(z | x): the logarithm of :attr:`matrix`, and where an entry underflowed
+        (0 or subnormal, below ~2.2e-308) the mechanism's closed form if it declares one (``_log_matrix``).
+
+        Only the underflowed entries come from the closed form, so likelihoods elsewhere are those of the matrix.
+
+        Returns
+        -------
+        numpy.ndarray or None
+            None for a mechanism without a matrix.
+        """
+        m = self.matrix
+        if m is None:
+            return None
         with np.errstate(divide="ignore"):
-            return np.ascontiguousarray(np.log(self._finite_matrix()).T)
+            out = np.log(m)
+        tiny = m < np.finfo(float).tiny  # 0 or subnormal: underflowed, or at least short of relative precision
+        if tiny.any() and self.capabilities.log_matrix:
+            exact = self._log_matrix()
+            if exact is not None:
+                exact = np.asarray(exact, dtype=float)
+                if exact.shape != m.shape or np.isnan(exact).any() or (exact > 1e-12).any():
+                    raise ContractError(f"{self!r}._log_matrix must return log-probabilities of shape {m.shape}")
+                if not np.allclose(exact[~tiny], out[~tiny], rtol=0, atol=1e-9):
+                    raise ContractError(f"{self!r}._log_matrix does not match its matrix")
+                out[tiny] = exact[tiny]
+        out.setflags(write=False)
+        return out
+
+    @cached_property
+    def _log_matrix_t(self) -> np.ndarray:
+        log_m = self.log_matrix
+        if log_m is None:
+            raise NotImplementedError(f"{type(self).__name__} has no matrix")
+        return np.ascontiguousarray(log_m.T)
 
     @cached_property
     def _cdf(self) -> tuple[np.ndarray, int]:

@@ -42,8 +42,8 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+out = Console(highlight=False, emoji=False)
+err = Console(stderr=True, highlight=False, emoji=False)
 
 
 @contextmanager
@@ -503,7 +503,7 @@ def check_mechanism_cmd(
 
     with user_errors():
         dom = parse_domain(domain)
-        params = dict(parse_override(p) for p in param)
+        params = dict(parse_override(p, "--param", "eps=1") for p in param)
         try:
             mech = get_registry().create("mechanism", name, dom, **params)
         except ParameterError as exc:
@@ -535,7 +535,10 @@ def check_estimate_cmd(
     results: Annotated[Path, typer.Argument(help="results file written by `ldpsim run`")],
     scenario_dir: Annotated[
         Path | None,
-        typer.Option(help="folder of the scenario file, where its relative data paths start (default: this one)"),
+        typer.Option(
+            help="folder where the stored scenario's relative data paths start (default: the results file's);"
+            " they may not leave it"
+        ),
     ] = None,
 ) -> None:
     """For each estimate: is it an MLE (KKT), is L strictly concave, is the MLE unique."""
@@ -655,10 +658,10 @@ def plan_cmd(
             target=target,
             error=error,
             estimator=estimator,
-            params=dict(parse_override(p) for p in param),
+            params=dict(parse_override(p, "--param", "truncate=false") for p in param),
             dataset=dataset,
-            dataset_params=dict(parse_override(p) for p in dataset_param),
-            estimator_params=dict(parse_override(p) for p in estimator_param),
+            dataset_params=dict(parse_override(p, "--dataset-param", "p=0.3") for p in dataset_param),
+            estimator_params=dict(parse_override(p, "--estimator-param", "max_iter=500") for p in estimator_param),
             level=level,
             method=method,
             repetitions=repetitions,

@@ -44,9 +44,16 @@ def is_results_file(path: str | os.PathLike) -> bool:
             if fh.read(len(_HDF5_SIGNATURE)) != _HDF5_SIGNATURE:
                 return False
         with xr.open_dataset(path, engine=ENGINE) as ds:
-            return "error" in ds and "estimate" in ds and "ldpsim_version" in ds.attrs
+            return _written_by_ldpsim(ds)
     except (OSError, ValueError, RuntimeError):
         return False
+
+
+def _written_by_ldpsim(ds: xr.Dataset) -> bool:
+    """ldpsim's provenance and the core variables with their dimensions: not just variables of those names."""
+    if "ldpsim_version" not in ds.attrs or "estimate" not in ds or "truth" not in ds:
+        return False
+    return {"estimator", "rep"} <= set(ds["estimate"].dims) and "rep" in ds["truth"].dims
 
 
 def check_overwrite(path: str | os.PathLike, inputs: Iterable[str | os.PathLike] = (), *, force: bool = False) -> None:
@@ -125,6 +132,6 @@ def open_results(path: str | os.PathLike) -> xr.Dataset:
         raise LdpsimError(
             f"'{path}' is not a readable netCDF file ({exc})", hint="give a file written by `ldpsim run`"
         ) from None
-    if "error" not in ds or "estimate" not in ds:
+    if not _written_by_ldpsim(ds):
         raise LdpsimError(f"'{path}' is not an ldpsim results file", hint="give a file written by `ldpsim run`")
     return ds

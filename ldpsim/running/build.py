@@ -27,6 +27,10 @@ from .paths import related
 from .schema import require_known
 from .sweep import Axis, Point
 
+#: the most reports one user's plan may hold: a plan is a tuple of mechanisms built before anything runs,
+#: and each report of a plan is one more column of every user's report tuple
+MAX_REPORTS_PER_USER = 10_000
+
 COHORT_KEYS = ("share", "reports", "dataset")
 #: how far from 1 the cohorts' shares may sum (float shares like 0.1 + 0.2 + 0.7)
 SHARE_TOL = 1e-9
@@ -56,7 +60,9 @@ class Setup:
     metrics: dict[str, Metric]
 
 
-def check_setups(points: Iterable[Point], axes: Sequence[Axis], base_dir: Path, registry: Registry) -> Builder:
+def check_setups(
+    points: Iterable[Point], axes: Sequence[Axis], base_dir: Path, registry: Registry, *, confine: bool = False
+) -> Builder:
     """Build every grid point once, so a bad value fails before the run starts.
 
     Returns
@@ -69,7 +75,7 @@ def check_setups(points: Iterable[Point], axes: Sequence[Axis], base_dir: Path, 
     LdpsimError
         The first problem found, naming the sweep point at fault if a swept field is.
     """
-    builder = Builder(base_dir, registry)
+    builder = Builder(base_dir, registry, confine=confine)
     for point in points:
         builder.setup(point, axes)
     return builder
@@ -86,8 +92,10 @@ class Builder:
         Where plugins are looked up (default: the installed plugins).
     """
 
-    def __init__(self, base_dir: Path, registry: Registry | None = None):
+    def __init__(self, base_dir: Path, registry: Registry | None = None, *, confine: bool = False):
         self.base_dir = base_dir
+        #: data paths must stay inside base_dir (a scenario read from a results file: data, not a program)
+        self.confine = confine
         self.registry = registry or get_registry()
         self._cache: dict[str, Any] = {}
         self._checked: set[tuple[Any, ...]] = set()
@@ -220,12 +228,31 @@ class Builder:
                     field=f"{spot}.repeat",
                     hint="how many times users report",
                 )
+            if len(plan) + repeat > MAX_REPORTS_PER_USER:
+                raise ScenarioError(
+                    f"{len(plan) + repeat:,} reports per user, more than the {MAX_REPORTS_PER_USER:,} a plan may hold",
+                    field=f"{spot}.repeat",
+                    hint="give each user fewer reports",
+                )
             name = params.pop("mechanism")
             mech = self._plugin(
                 "mechanism", {"name": name, **params}, spot, domain, name_key="mechanism", dataset=dataset
             )
             plan.extend([mech] * repeat)
         return tuple(plan)
+
+    def _require_inside(self, value: str, field: str) -> None:
+        """Refuse a path that leaves base_dir: an absolute one, or one through '..' or a link."""
+        target = Path(value)
+        inside = not target.is_absolute() and ".." not in target.parts
+        if inside:
+            inside = (self.base_dir / target).resolve().is_relative_to(self.base_dir.resolve())
+        if not inside:
+            raise ScenarioError(
+                "names a file outside the results file's folder; a results file may only name data beside it",
+                field=field,
+                hint="copy the data next to the results file, or pass --scenario-dir with the folder that holds it",
+            )
 
     def _plugin(
         self,
@@ -253,6 +280,8 @@ class Builder:
         for key, param in entry.cls.parameters().items():
             value = params.get(key)
             if "path" in param.kinds and isinstance(value, str):
+                if self.confine:
+                    self._require_inside(value, f"{where}.{key}")
                 params[key] = str(self.base_dir / value)
                 self.inputs.add(self.base_dir / value)
             if "distribution" in param.kinds and value == "dataset":

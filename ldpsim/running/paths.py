@@ -94,8 +94,8 @@ def _step(node: Any, part: Part, where: Sequence[Part], path: str) -> Any:
     raise ScenarioError(f"'{path}' does not exist", field=show_path(where), hint="check the path")
 
 
-def parse_override(text: str) -> tuple[str, Any]:
-    """Split ``"key.path=value"`` as given to ``--set``.
+def parse_override(text: str, flag: str = "--set", example: str = "users=1000") -> tuple[str, Any]:
+    """Split ``"key.path=value"`` as given to ``--set`` (or ``flag``, named in errors with ``example``).
 
     The value is read as TOML (``1e3``, ``true``, ``[1, 2]``), else taken as a
     plain string (``uniform``).
@@ -108,7 +108,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key:
-        raise ScenarioError(f"override '{text}' is not KEY=VALUE", field="--set", hint="write e.g. --set users=1000")
+        raise ScenarioError(f"'{text}' is not KEY=VALUE", field=flag, hint=f"write e.g. {flag} {example}")
     try:
         value = tomllib.loads(f"v = {raw.strip()}")["v"]
     except tomllib.TOMLDecodeError:

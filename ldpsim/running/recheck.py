@@ -17,7 +17,7 @@ import xarray as xr
 
 from ..base.errors import LdpsimError
 from ..theory.diagnostics import check_estimate
-from .runner import simulate, tasks
+from .runner import preflight, simulate, tasks
 from .scenario import load_scenario
 
 
@@ -34,9 +34,9 @@ def check_results(ds: xr.Dataset, base_dir: str | os.PathLike | None = None) -> 
         Results of :func:`ldpsim.run_scenario` (or ``ldpsim run``), with their
         ``resolved_scenario`` attribute.
     base_dir
-        The folder the scenario's relative data paths start from, as when it ran: results
-        name no absolute path, so by default the current folder (files written before that
-        change record theirs as ``scenario_dir``).
+        The folder the scenario's relative data paths start from, as when it ran; by default
+        the results file's folder. Paths may not leave it: a results file is data, so it
+        cannot make ldpsim read a file it names (absolute, through ``..`` or a link).
 
     Returns
     -------
@@ -51,12 +51,19 @@ def check_results(ds: xr.Dataset, base_dir: str | os.PathLike | None = None) -> 
     """
     try:
         doc = json.loads(ds.attrs["resolved_scenario"])
-        folder = base_dir if base_dir is not None else ds.attrs.get("scenario_dir")
-    except (KeyError, ValueError):
+    except (KeyError, ValueError, TypeError):
         raise LdpsimError(
             "the results file has no resolved scenario", hint="give a file written by `ldpsim run`"
         ) from None
-    scenario = load_scenario(doc, base_dir=None if folder is None else Path(folder))
+    if not isinstance(doc, dict):
+        raise LdpsimError(
+            "the results file's resolved scenario is not a table", hint="give a file written by `ldpsim run`"
+        )
+    # The stored scenario is data: its paths stay inside the chosen folder, never one the file names itself.
+    source = ds.encoding.get("source")
+    folder = Path(base_dir) if base_dir is not None else (Path(source).parent if source else Path.cwd())
+    scenario = load_scenario(doc, base_dir=folder, confine=True)
+    preflight(scenario)  # the same size and memory checks as a run: a stored scenario may ask for anything
     sweeps = [a.name for a in scenario.axes]
     estimators = [str(e) for e in ds["estimator"].values]
     rows = []

@@ -114,6 +114,7 @@ def load_scenario(
     *,
     registry: Registry | None = None,
     base_dir: str | Path | None = None,
+    confine: bool = False,
 ) -> Scenario:
     """Read, override and validate a scenario.
 
@@ -129,6 +130,9 @@ def load_scenario(
     base_dir
         The folder relative data paths are resolved against: by default the
         scenario file's folder (the current folder for a mapping).
+    confine
+        Refuse data paths outside ``base_dir`` (absolute, through ``..`` or a link): for a
+        scenario read back from a results file, which is data and must not name any file.
 
     Returns
     -------
@@ -168,7 +172,7 @@ def load_scenario(
     description = str_field(doc, "description", "")
     seed = int_field(doc, "seed", 0, MAX_SEED)
     repetitions = int_field(doc, "repetitions", 1, 10**7, default=1)
-    builder = check_setups(grid_points(doc, axes), axes, base_dir, registry or get_registry())
+    builder = check_setups(grid_points(doc, axes), axes, base_dir, registry or get_registry(), confine=confine)
     _check_axis_names(axes, builder.setup(next(iter(grid_points(doc, axes)))))
     return Scenario(
         name=name,

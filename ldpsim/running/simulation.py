@@ -31,6 +31,9 @@ MAX_COUNT_DOMAIN = 4096
 MAX_COUNT_CELLS = 1 << 24
 #: integers per temporary block (report chunk, multinomial draws): 32 MB of int64
 CHUNK_INTS = 1 << 22
+#: the most reports a run draws one user at a time (cohorts that are not simulated by counts); a run
+#: beyond it would take hours, so it is refused before anything is drawn
+MAX_PER_USER_DRAWS = 10**10
 #: numpy's hypergeometric sampler needs populations below this size
 MAX_HYPERGEOMETRIC = 10**9
 
@@ -151,6 +154,14 @@ def per_user_bytes(plan: Sequence[Mechanism], users: int) -> int:
 
 def _require_per_user(plan: Sequence[Mechanism], users: int) -> None:
     width = plan_width(plan)
+    draws = users * len(plan)
+    if draws > MAX_PER_USER_DRAWS:
+        raise ParameterError(
+            f"{users:,} users x {len(plan)} reports each would be drawn one user at a time ({draws:.3g} reports),"
+            f" more than the {MAX_PER_USER_DRAWS:.0e} ldpsim simulates per run",
+            field="users",
+            hint="use fewer users, or one report per user through a mechanism with finitely many outputs (counted)",
+        )
     require_memory(
         per_user_bytes(plan, users),
         f"the distinct reports of {users} users of {'+'.join(m.name for m in plan)}"

@@ -76,6 +76,10 @@ class MechanismReport:
     #: the level of the declared notion the probabilities give (under the declared prior for LIP);
     #: None when it cannot be computed (LIP without a finite matrix, or no formal guarantee)
     declared_notion_eps: float | None = None
+    #: probabilities that are 0 in double precision beside positive ones of the same output while
+    #: the smallest positive ones are near the floor (~1e-308): underflow, not impossibility. The
+    #: levels above are then those of the representable probabilities, and cannot prove the claim.
+    underflow: int = 0
 
     @property
     def privacy_holds(self) -> bool | None:
@@ -88,7 +92,7 @@ class MechanismReport:
             return None
         claim = self.declared.eps
         if self.declared_notion_eps <= claim + 1e-9 * max(1.0, abs(claim)):
-            return True if self.exact else None
+            return True if self.exact and not self.underflow else None
         return False
 
     @property
@@ -132,6 +136,11 @@ class MechanismReport:
         if level is None:
             return "not checked" if self.declared.notion != "none" else "nothing to check"
         found = f"its probabilities give eps = {_num(level)}"
+        if holds is None and self.underflow:
+            return (
+                f"not disproved ({found} where representable; {self.underflow} probabilities are below the"
+                " double-precision floor of ~2.2e-308, 0 or without precision)"
+            )
         if holds is None:
             return f"not disproved ({found} at least, on sampled outputs)"
         return f"holds ({found})" if holds else f"VIOLATED ({found})"
@@ -152,16 +161,18 @@ def mechanism_report(
     :func:`ldpsim.testing.check_mechanism`, which raises.
     """
     k = mech.domain.size
-    if mech.matrix is not None:
+    if mech.matrix is not None and mech.log_matrix is not None:
         columns = mech.matrix
+        log_p = mech.log_matrix.T  # closed-form logarithms where entries underflow, if the mechanism has them
         exact = True
     else:  # unbounded outputs: the columns of the outputs a sample produces
         values = np.arange(k).repeat(max(1, 4000 // k))
         reports = np.unique(mech.sample(values, np.random.default_rng(seed)), axis=0)
-        columns = mech.likelihood(reports).T
+        log_p = mech.log_likelihood(reports)
+        columns = np.exp(log_p).T
         exact = False
-    with np.errstate(divide="ignore"):
-        log_p = np.log(columns).T
+    # closed-form logarithms replaced every underflowed entry; otherwise tiny entries cannot be judged
+    underflow = 0 if exact and mech.capabilities.log_matrix else _underflowed(log_p)
     lip = None
     if prior is not None:
         prior = np.asarray(prior, dtype=float)
@@ -170,6 +181,9 @@ def mechanism_report(
         lip = lip_level(columns, prior) if exact else None
     claim = mech.privacy
     ldp, geo = ldp_level(log_p), geo_level(log_p, mech.domain.distances)
+    if underflow:  # the level the normal probabilities give; 0 and subnormal ones cannot be judged
+        representable = np.where(log_p >= _LOG_TINY, log_p, np.nan)
+        ldp, geo = _nan_level(representable, None), _nan_level(representable, mech.domain.distances)
     declared_eps = {"ldp": ldp, "geo": geo}.get(claim.notion)
     if claim.notion == "lip" and claim.prior is not None and exact:
         declared_eps = lip_level(columns, np.asarray(claim.prior, dtype=float))
@@ -189,6 +203,7 @@ def mechanism_report(
         condition=condition,
         identifiable=rank == k,
         has_zeros=bool((columns == 0).any()),
+        underflow=underflow,
         inv_bounds=inv_bounds(mech, users=users, repetitions=repetitions, seed=seed),
         declared_notion_eps=declared_eps,
     )
@@ -358,6 +373,31 @@ def _truncated_geometric(m: np.ndarray) -> float | None:
     c = np.where((z == 0) | (z == k - 1), 1.0, 1 - alpha) / (1 + alpha)
     expected = c[None, :] * alpha ** np.abs(z[None, :] - z[:, None])
     return float(alpha) if np.allclose(m, expected, rtol=1e-9, atol=1e-300) else None
+
+
+#: below this, the smallest positive probability of a mechanism suggests that its zeros are underflow
+UNDERFLOW_HINT = 1e-250
+_LOG_TINY = math.log(np.finfo(float).tiny)
+
+
+def _underflowed(log_p: np.ndarray) -> int:
+    """Probabilities that are 0 or subnormal (without relative precision) in outputs that also have normal
+    ones, when the normal ones come near the floor: underflow rather than impossibility."""
+    normal = log_p >= _LOG_TINY
+    short = ~normal
+    if not short.any() or not normal.any() or float(log_p[normal].min()) > math.log(UNDERFLOW_HINT):
+        return 0
+    return int(short[normal.any(axis=1)].sum())
+
+
+def _nan_level(log_p: np.ndarray, distances: np.ndarray | None) -> float:
+    """ldp_level / geo_level ignoring NaN entries (pairs with an unknown probability give no constraint)."""
+    if distances is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            gaps = np.nanmax(log_p, axis=1) - np.nanmin(log_p, axis=1)
+        return float(np.nanmax(gaps)) if np.isfinite(gaps).any() else 0.0
+    return geo_level(log_p, distances)
 
 
 def _num(x: float) -> str:

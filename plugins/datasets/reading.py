@@ -75,13 +75,14 @@ class Table:
         """
         import pandas as pd
 
+        # Every column is parsed, not only those asked for: with columns selected (usecols) pandas silently
+        # drops the surplus fields of a row longer than the header, and such a row must be an error.
         with self._binary() as (raw, stream), progress(self.path, raw) as advance:
             try:
                 reader = pd.read_csv(
                     stream,
                     sep=self.sep,
                     header=0 if self.header else None,
-                    usecols=list(columns),
                     dtype=str if text else None,
                     na_filter=False,
                     skip_blank_lines=True,
@@ -91,8 +92,12 @@ class Table:
                 )
                 start = 0
                 for frame in reader:
-                    # usecols returns columns in file order; give them in the order asked for
-                    by_pos = dict(zip(sorted(columns), frame.columns, strict=True))
+                    if not frame.index.equals(pd.RangeIndex(start, start + len(frame))):  # surplus fields made an index
+                        raise self.error(
+                            "has more fields in its rows than names in its header",
+                            "name every column in the header, or remove the surplus fields",
+                        )
+                    by_pos = dict(enumerate(frame.columns))
                     yield start, [_values(frame[by_pos[c]]) for c in columns]
                     start += len(frame)
                     advance()
@@ -155,7 +160,8 @@ class Table:
 def _values(column: pd.Series) -> np.ndarray:
     if column.dtype.kind in "iuf":
         return column.to_numpy()
-    return column.str.strip().to_numpy(dtype=str)
+    # object columns may hold Python ints too large for int64: as text, numbers() names them
+    return column.astype(str).str.strip().to_numpy(dtype=str)
 
 
 def numbers(values: np.ndarray, table: Table, start: int, column: str, *, integer: bool = False) -> np.ndarray:
@@ -170,8 +176,8 @@ def numbers(values: np.ndarray, table: Table, start: int, column: str, *, intege
 
         series = pd.Series(values, copy=False)
         shown = values
-        if integer:
-            bad = ~series.str.fullmatch(r"[+-]?\d+").to_numpy(dtype=bool)
+        if integer:  # at most 18 digits: every such integer fits int64
+            bad = ~series.str.fullmatch(r"[+-]?\d{1,18}").to_numpy(dtype=bool)
             parsed = None
         else:
             parsed = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float)
@@ -182,7 +188,7 @@ def numbers(values: np.ndarray, table: Table, start: int, column: str, *, intege
         value = shown[i] if isinstance(shown[i], str) else f"{shown[i]:g}"
         if not value:
             raise table.error(f"line {line} has no value in column '{column}'", "fill or remove that row")
-        what = "an integer" if integer else "a number"
+        what = "an integer of at most 18 digits" if integer else "a number"
         raise table.error(f"line {line}: '{value}' in column '{column}' is not {what}", "fix or remove that row")
     if parsed is None:
         return series.astype(np.int64).to_numpy()  # every value matched the integer pattern

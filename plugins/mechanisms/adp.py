@@ -80,6 +80,9 @@ class ADP(Mechanism):
     def _named_value_likelihood(self) -> tuple[float, float] | None:
         return self.inner.named_value_likelihood()
 
+    def _log_matrix(self) -> np.ndarray | None:
+        return self.inner.log_matrix if self.inner.capabilities.log_matrix else None
+
 
 @hookimpl
 def register_mechanisms(register):

@@ -36,10 +36,14 @@ class Exponential(Mechanism):
     def _matrix(self) -> np.ndarray:
         # Normalized in log space: the largest weight of a row is e^0 (z = x), so the normalizer is >= 1 and
         # nothing overflows; only weights below ~1e-308 underflow.
-        log_w = -0.5 * self.eps * self.domain.distances
+        return np.exp(self._log_matrix())
+
+    def _log_matrix(self) -> np.ndarray:
+        with np.errstate(over="ignore"):  # eps d beyond the double range: weight 0, as it should be
+            log_w = -0.5 * self.eps * self.domain.distances
         from scipy.special import logsumexp  # imported where used: `ldpsim list` stays fast
 
-        return np.exp(log_w - logsumexp(log_w, axis=1, keepdims=True))
+        return log_w - logsumexp(log_w, axis=1, keepdims=True)
 
     def _output_count(self) -> int:
         return self.domain.size

@@ -50,9 +50,22 @@ class Geometric(Mechanism):
         alpha = math.exp(-a)
         from scipy.linalg import toeplitz
 
-        m = toeplitz(np.exp(-a * np.arange(k)) * (-math.expm1(-a) / (1 + alpha)))
+        with np.errstate(over="ignore"):  # a * j beyond the double range: probability 0, as it should be
+            m = toeplitz(np.exp(-a * np.arange(k)) * (-math.expm1(-a) / (1 + alpha)))
         m[:, [0, -1]] /= -math.expm1(-a)
         return m
+
+    def _log_matrix(self) -> np.ndarray | None:
+        # log c_z - a |z - x|: entries far from the diagonal underflow in the matrix but not here.
+        if not self.truncate:
+            return None
+        a, k = self._a, self.domain.size
+        log_end = -math.log1p(math.exp(-a))
+        log_c = np.full(k, _log1mexp(a) + log_end)
+        log_c[[0, -1]] = log_end
+        offsets = np.abs(np.arange(k)[:, None] - np.arange(k)[None, :])
+        with np.errstate(over="ignore"):
+            return log_c[None, :] - a * offsets
 
     def _log_likelihood(self, reports: np.ndarray) -> np.ndarray:
         if self.truncate:

@@ -24,6 +24,17 @@ class KRR(Mechanism):
         return Privacy("ldp", self.eps)
 
     @property
+    def _log_keep(self) -> float:
+        """log P(report = true value) = -log(1 + (k-1) e^-eps), exact for any eps."""
+        return -math.log1p((self.domain.size - 1) * math.exp(-self.eps))
+
+    @property
+    def _log_other(self) -> float:
+        """log P(report = a given other value); -eps + log keep where the probability underflows to 0."""
+        other = self._other
+        return math.log(other) if other > 0 else -self.eps + self._log_keep
+
+    @property
     def _keep(self) -> float:
         """P(report = true value) = e^eps / (k-1+e^eps), without overflow for large eps."""
         return 1.0 / (1.0 + (self.domain.size - 1) * math.exp(-self.eps))
@@ -55,7 +66,13 @@ class KRR(Mechanism):
         return np.full(z.shape[0], math.log(self._keep)), constant_plus_column(z, self.domain.size, math.exp(-self.eps))
 
     def _named_value_likelihood(self) -> tuple[float, float]:
-        return math.log(self._keep), math.log(self._other)
+        return math.log(self._keep), self._log_other
+
+    def _log_matrix(self) -> np.ndarray:
+        k = self.domain.size
+        out = np.full((k, k), self._log_other)
+        np.fill_diagonal(out, self._log_keep)
+        return out
 
     def _likely_subset(self, reports: np.ndarray) -> np.ndarray:
         # 004 Prop. 8.4: the reported values. An unreported x' is beaten by any reported x
@@ -69,7 +86,7 @@ class KRR(Mechanism):
         k = self.domain.size
         z = reports[:, 0]
         self.require_outputs(z, k)
-        out = np.full((z.shape[0], k), math.log(self._other))
+        out = np.full((z.shape[0], k), self._log_other)
         out[np.arange(z.shape[0]), z] = math.log(self._keep)
         return out
 

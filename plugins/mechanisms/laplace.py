@@ -28,6 +28,17 @@ def laplace_mass(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.where(lo >= 0, right, np.where(hi <= 0, left, around))
 
 
+def log_laplace_mass(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """log P(lo < T < hi) of :func:`laplace_mass`, finite where the mass itself underflows to 0."""
+    lo, hi = np.broadcast_arrays(np.asarray(lo, dtype=float), np.asarray(hi, dtype=float))
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        log_width = np.log(-np.expm1(-(hi - lo)))
+        right = np.log(0.5) - lo + log_width
+        left = np.log(0.5) + hi + log_width
+        around = np.log(-0.5 * (np.expm1(lo) + np.expm1(-hi)))
+    return np.where(lo >= 0, right, np.where(hi <= 0, left, around))
+
+
 class Laplace(Mechanism):
     """Laplace: noise (eps/2) e^(-eps|t|) added to the value, reported as the nearest value (004 Sec. 7.3, 001 IX-C)."""
 
@@ -41,12 +52,18 @@ class Laplace(Mechanism):
     def privacy(self) -> Privacy:
         return Privacy("geo", self.eps)
 
+    @property
+    def _b(self) -> float:
+        """eps * step in units of the noise scale; capped at 10^4, beyond which every cell but the
+        nearest has mass e^-5000 = 0 in double precision, so that (m +- 1/2) b never overflows."""
+        return min(self.eps * self.domain.step, 1e4)
+
     def _matrix(self) -> np.ndarray:
         # In units of 1/eps, value v_j's cell [v_j - step/2, v_j + step/2] is the noise interval
         # [(m - 1/2) b, (m + 1/2) b] with m = j - i and b = eps * step: an inner column depends on m only
         # (Toeplitz); the two end cells are unbounded.
         k = self.domain.size
-        b = self.eps * self.domain.step
+        b = self._b
         m = np.arange(k, dtype=float)
         from scipy.linalg import toeplitz
 
@@ -54,6 +71,18 @@ class Laplace(Mechanism):
         p[:, 0] = laplace_mass(-np.inf, (0.5 - m) * b)  # noise <= (1/2 - i) step lands on the first value
         p[:, -1] = p[::-1, 0]  # and symmetrically on the last
         return p
+
+    def _log_matrix(self) -> np.ndarray:
+        # The matrix's cells in log space, where e^-(eps d) underflows for eps d beyond ~745 (b capped so that
+        # (m + 1/2) b stays a double for 10^8 values).
+        k = self.domain.size
+        b = min(self.eps * self.domain.step, 1e299)
+        m = np.arange(k, dtype=float)
+        offsets = np.abs(m[:, None] - m[None, :])
+        out = log_laplace_mass((offsets - 0.5) * b, (offsets + 0.5) * b)
+        out[:, 0] = log_laplace_mass(-np.inf, (0.5 - m) * b)
+        out[:, -1] = out[::-1, 0]
+        return out
 
     def _output_count(self) -> int:
         return self.domain.size
@@ -63,7 +92,7 @@ class Laplace(Mechanism):
         k = self.domain.size
         z = reports[:, 0]
         self.require_outputs(z, k)
-        b = self.eps * self.domain.step
+        b = self._b
         m = np.abs(np.arange(-k, k + 1.0))
         kernel = laplace_mass((m - 0.5) * b, (m + 0.5) * b)
         kernel[[0, -1]] = laplace_mass((k - 0.5) * b, np.inf)  # offsets k and beyond land past either end
