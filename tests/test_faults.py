@@ -281,7 +281,7 @@ def alive(pids: set[int]) -> set[int]:
     return running
 
 
-def start_slow_run(tmp_path: Path) -> tuple[subprocess.Popen, set[int]]:
+def start_slow_run(tmp_path: Path, executor: str = "processes") -> tuple[subprocess.Popen, set[int]]:
     """``ldpsim run`` of a slow scenario on two worker processes, in its own session; (process, workers)."""
     import time
 
@@ -289,7 +289,7 @@ def start_slow_run(tmp_path: Path) -> tuple[subprocess.Popen, set[int]]:
     scenario.write_text(SLOW)
     run = subprocess.Popen(
         [sys.executable, "-m", "ldpsim.output.cli", "run", str(scenario), "-o", str(tmp_path / "slow.nc"), "-q"]
-        + ["-e", "processes", "-j", "2"],
+        + (["-e", "processes", "-j", "2"] if executor == "processes" else ["-e", "dask", "--workers", "2"]),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -304,6 +304,32 @@ def start_slow_run(tmp_path: Path) -> tuple[subprocess.Popen, set[int]]:
     assert len(workers) >= 2, "the pool did not start"
     time.sleep(1.0)  # the workers are in their first tasks
     return run, workers
+
+
+@needs_proc
+def test_ctrl_c_with_dask_is_one_line_without_worker_tracebacks(tmp_path):
+    """The workers ignore SIGINT (the terminal sends it to the whole group); the run stops them."""
+    import signal
+    import time
+
+    pytest.importorskip("distributed")
+    run, workers = start_slow_run(tmp_path, "dask")
+    try:
+        deadline = time.monotonic() + 120  # the cluster has started when the first run is checkpointed
+        while not list(checkpoint_dir(tmp_path / "slow.nc").glob("task-*")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        os.killpg(run.pid, signal.SIGINT)
+        _, stderr = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.communicate()
+    lines = stderr.strip().splitlines()
+    assert run.returncode == 130 and len(lines) == 1 and lines[0].startswith("interrupted"), stderr
+    deadline = time.monotonic() + 10
+    while alive(workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(workers)
 
 
 @needs_proc

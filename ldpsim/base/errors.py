@@ -26,10 +26,18 @@ class LdpsimError(Exception):
             text = f"{text}; {self.hint}"
         return " ".join(text.split())  # always one line
 
+    def __reduce__(self) -> tuple:
+        # Rebuilt from its parts, not from the rendered message: errors cross process boundaries (pool workers).
+        return (_rebuild, (type(self), self.problem, self.field, self.hint))
+
     def at(self, prefix: str) -> LdpsimError:
         """The same error, located under ``prefix`` (e.g. the scenario field)."""
         field = f"{prefix}.{self.field}" if self.field else prefix
         return type(self)(self.problem, field=field, hint=self.hint)
+
+
+def _rebuild(cls: type[LdpsimError], problem: str, field: str | None, hint: str | None) -> LdpsimError:
+    return cls(problem, field=field, hint=hint)
 
 
 class ParameterError(LdpsimError):

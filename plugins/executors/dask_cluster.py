@@ -11,10 +11,38 @@ writes to that cluster's locks).
 from __future__ import annotations
 
 import logging
+import signal
+import threading
+import warnings
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from ldpsim import Executor, LdpsimError, Param, ParameterError, hookimpl
+
+
+@contextmanager
+def _quiet_start() -> Iterator[None]:
+    """Start a local cluster whose workers never take Ctrl-C, without a warning that asks nothing of the user.
+
+    Ctrl-C reaches the terminal's whole process group, and workers that took it would each print a
+    KeyboardInterrupt traceback while the run, which stops them, says what happened in one line. SIGINT is
+    ignored while the cluster starts its worker processes, which keep it ignored (an ignored signal stays
+    ignored across exec, and Python then installs no handler); a Ctrl-C pressed during those seconds is lost.
+    (Blocking it instead would keep it pending for this process, but dask forks from threads whose mask it
+    does not inherit.) The scheduler's HTTP server (for metrics, even without the dashboard) moves off a
+    busy port 8787 with a warning; it is dropped.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Port \d+ is already in use", category=UserWarning)
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
 
 
 class Dask(Executor):
@@ -42,14 +70,15 @@ class Dask(Executor):
         cluster = None
         try:
             if self.scheduler is None:
-                cluster = LocalCluster(
-                    n_workers=min(self.workers or self.cpus(), len(tasks)),
-                    threads_per_worker=1,
-                    processes=True,
-                    host="127.0.0.1",
-                    dashboard_address=None,
-                    silence_logs=logging.ERROR,
-                )
+                with _quiet_start():
+                    cluster = LocalCluster(
+                        n_workers=min(self.workers or self.cpus(), len(tasks)),
+                        threads_per_worker=1,
+                        processes=True,
+                        host="127.0.0.1",
+                        dashboard_address=None,
+                        silence_logs=logging.CRITICAL,  # task errors come back through results; the rest is noise
+                    )
                 client = Client(cluster, set_as_default=False)
             else:
                 try:
