@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -859,3 +860,67 @@ def test_a_broken_mechanism_is_a_plugin_error_naming_it(cls, message):
     with pytest.raises(PluginError, match=message) as caught:
         mech.sample(np.arange(5), np.random.default_rng(0))
     assert "\n" not in str(caught.value) and "fix the plugin" in str(caught.value)
+
+
+# --- 11. fuzzing: whatever a scenario mapping holds, only ldpsim's own errors come out ------------
+
+_ODD_VALUES = [
+    0, 1, 2, 3, -1, 7, 2**31, 2**63, -(2**63) - 1, 10**20, 0.5, 1.5, -0.0, 1e-300, 1e300,
+    float("nan"), float("inf"), float("-inf"), True, False, "", "x", "krr", "ibu", "tv", "integers", "grid",
+    "uniform", "1/2", "nan", [], [1], [0.5, 0.5], ["ibu"], ["x", 1], {}, {"a": 1}, {"name": "krr"},
+    {"mechanism": "krr", "eps": 1}, {"name": "uniform"}, {"kind": "integers", "low": 0, "high": 3},
+]  # fmt: skip
+
+
+def _leaf_paths(doc: Any, prefix: tuple = ()) -> list[tuple]:
+    if isinstance(doc, dict):
+        return [prefix] + [p for k, v in doc.items() for p in _leaf_paths(v, (*prefix, k))]
+    if isinstance(doc, list):
+        return [prefix] + [p for i, v in enumerate(doc) for p in _leaf_paths(v, (*prefix, i))]
+    return [prefix]
+
+
+_PATHS = [p for p in _leaf_paths(load_scenario_doc()) if p] + [
+    ("sweep",), ("cohorts", "b"), ("domain", "rows"), ("dataset", "path"), ("estimators", 1), ("nope",),
+    ("cohorts", "all", "reports", 0, "repeat"), ("cohorts", "all", "share"), ("dataset", "replace"),
+]  # fmt: skip
+
+
+def _set(doc: Any, path: tuple, value: Any) -> None:
+    for part in path[:-1]:
+        if isinstance(doc, dict):
+            doc = doc.setdefault(part, {})
+        elif isinstance(doc, list) and isinstance(part, int) and part < len(doc):
+            doc = doc[part]
+        else:
+            return
+    last = path[-1]
+    if isinstance(doc, dict):
+        doc[last] = value
+    elif isinstance(doc, list) and isinstance(last, int) and last < len(doc):
+        doc[last] = value
+
+
+def test_fuzzed_scenarios_give_only_ldpsims_own_errors():
+    """2,000 scenario mappings with one to three fields replaced by odd values (wrong types, bounds, NaN,
+    huge numbers, nested tables): each runs, or fails with an LdpsimError; nothing else escapes."""
+    import copy
+
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    mutation = st.tuples(st.sampled_from(_PATHS), st.sampled_from(_ODD_VALUES))
+
+    @settings(max_examples=2000, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(st.lists(mutation, min_size=1, max_size=3))
+    def check(mutations: list[tuple[tuple, Any]]) -> None:
+        doc = load_scenario_doc()
+        doc["users"] = 50
+        for path, value in mutations:
+            _set(doc, path, copy.deepcopy(value))
+        try:
+            ldpsim.run_scenario(doc, executor="serial")
+        except ldpsim.LdpsimError as exc:
+            assert "\n" not in str(exc)
+
+    check()
