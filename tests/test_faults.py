@@ -924,3 +924,52 @@ def test_fuzzed_scenarios_give_only_ldpsims_own_errors():
             assert "\n" not in str(exc)
 
     check()
+
+
+# --- 12. every parameter of every built-in plugin at odd values: an LdpsimError naming it, or a run ---
+
+_PARAM_VALUES = [float("nan"), float("inf"), float("-inf"), -1, 0, 1e300, 2**63, "x", [1], {"a": 1}, True]
+
+
+def _plugin_params() -> list[tuple[str, str, str]]:
+    from ldpsim.plugin.registry import get_registry
+
+    registry = get_registry()
+    return [
+        (kind, name, param)
+        for kind in ("mechanism", "estimator", "dataset", "metric")
+        for name in registry.names(kind)
+        for param in registry.get(kind, name).cls.parameters()
+    ]
+
+
+@pytest.mark.parametrize(("kind", "name", "param"), _plugin_params(), ids="-".join)
+def test_every_plugin_parameter_at_odd_values_is_refused_by_name_or_runs(kind, name, param):
+    doc = load_scenario_doc()
+    doc["users"] = 50
+    if kind == "mechanism":
+        doc["cohorts"]["all"]["reports"] = [{"mechanism": name, "eps": 1.0}]
+        where = ("cohorts", "all", "reports", 0, param)
+    elif kind == "dataset":
+        doc["dataset"] = {"name": name}
+        where = ("dataset", param)
+    else:
+        key = "estimators" if kind == "estimator" else "metrics"
+        doc[key] = {name: {}}
+        where = (key, name, param)
+    import copy
+
+    try:
+        ldpsim.load_scenario(doc)  # the plugin's defaults, on this small domain
+        baseline = True
+    except ldpsim.LdpsimError:
+        baseline = False  # e.g. a grid mechanism on integers: odd values must still give only LdpsimErrors
+    for value in _PARAM_VALUES:
+        case = copy.deepcopy(doc)
+        _set(case, where, value)
+        try:
+            ldpsim.load_scenario(case)
+        except ldpsim.LdpsimError as exc:
+            assert "\n" not in str(exc)
+            if baseline:
+                assert param in str(exc), (value, str(exc))  # the error names the parameter at fault
