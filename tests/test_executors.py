@@ -10,6 +10,8 @@ import sys
 import numpy as np
 import pytest
 from helpers import HALF_L1, assert_same_numbers
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from ldpsim_plugins.executors.serial import Serial
 from typer.testing import CliRunner
 
@@ -252,9 +254,9 @@ class Reversed(Executor):
 
     def run(self, function, tasks):
         function = pickle.loads(pickle.dumps(function))  # what a remote worker receives: no plugin instances
-        for task in reversed(tasks):
-            Reversed.ran.append(task.key)
-            yield function(pickle.loads(pickle.dumps(task)))
+        for batch in reversed(tasks):  # the core sends batches of tasks: opaque, picklable
+            Reversed.ran.extend(task.key for task in batch)
+            yield function(pickle.loads(pickle.dumps(batch)))
 
 
 @hookimpl
@@ -408,3 +410,49 @@ def test_the_cli_keeps_the_finished_runs_of_an_interrupted_run(tmp_path, monkeyp
     done = cli.invoke(app, ["run", str(scenario), "-o", str(out), "-e", "serial", "-q", "--resume"])
     assert done.exit_code == 0, done.output
     assert out.exists() and not checkpoint_dir(out).exists()
+
+
+# --- batches: a sweep of small runs costs a few dispatches and checkpoint files -------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 3000), st.integers(1, 64))
+def test_batches_cover_the_tasks_in_order_in_bounded_batches(count, workers):
+    from ldpsim.running.runner import BATCHES_PER_WORKER, MAX_BATCH, batches
+
+    todo = list(range(count))
+    parts = batches(todo, workers)  # type: ignore[arg-type]
+    assert [t for part in parts for t in part] == todo
+    assert all(0 < len(part) <= MAX_BATCH for part in parts)
+    assert len(parts) >= min(count, BATCHES_PER_WORKER * workers)  # every worker has work to the end
+    if parts:
+        assert max(map(len, parts)) - min(map(len, parts)) <= 1  # balanced
+
+
+def test_a_batched_checkpoint_holds_many_runs_per_file_and_resumes_to_the_same_numbers(tmp_path):
+    from ldpsim.running.checkpoint import Checkpoint
+
+    scenario = {**SWEEP, "repetitions": 40}  # 160 runs
+    whole = ldpsim.run_scenario(scenario)
+    loaded = load_scenario(scenario)
+    out = tmp_path / "r.nc"
+    ckpt = Checkpoint(out, loaded)
+    todo = tasks(loaded)
+    ckpt.save([run_task(t, loaded.builder) for t in todo[:70]])  # one batch, as the runner saves it
+    ckpt.save(run_task(todo[70], loaded.builder))  # and a single run, as earlier versions did
+    assert len(ckpt) == 2 and finished_tasks(out) == 71
+    assert sorted(Checkpoint(out, loaded, resume=True).load()) == sorted(t.key for t in todo[:71])
+    resumed = ldpsim.run_scenario(scenario, output=out, resume=True)
+    assert_same_numbers(whole, resumed)
+
+
+def test_a_truncated_batch_file_runs_its_tasks_again(tmp_path):
+    from ldpsim.running.checkpoint import Checkpoint
+
+    loaded = load_scenario(SWEEP)
+    out = tmp_path / "r.nc"
+    todo = tasks(loaded)
+    Checkpoint(out, loaded).save([run_task(t, loaded.builder) for t in todo[:3]])
+    (victim,) = checkpoint_dir(out).glob("task-*.npz")
+    victim.write_bytes(victim.read_bytes()[:200])
+    assert Checkpoint(out, loaded, resume=True).load() == {} and finished_tasks(out) == 0

@@ -51,7 +51,8 @@ class Executor(Configurable):
             A picklable callable; it needs nothing from this process, so it may run in another one
             or on another machine. Called in this process, it reuses the run's plugin instances.
         tasks
-            Picklable tasks; never empty.
+            Picklable tasks; never empty. The core sends batches of runs (a few per worker, at most
+            64 runs each), so an executor's dispatch costs little beside the work.
 
         Yields
         ------

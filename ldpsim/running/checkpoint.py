@@ -1,9 +1,9 @@
 """Checkpoints of long runs: finished tasks kept next to the output, so an interrupted run can resume.
 
 ``<output>.partial/`` holds ``fingerprint.json`` (what was being run, with which code) and one
-``.npz`` file per finished task, each written to a temporary name, flushed to the disk and
-renamed, so a file there is complete; one that is not (a disk that lied, a copy cut short)
-is ignored and its task runs again. A run with ``resume`` loads the tasks of a
+``.npz`` file per finished batch of tasks (named after its first task), each written to a
+temporary name, flushed to the disk and renamed, so a file there is complete; one that is not
+(a disk that lied, a copy cut short) is ignored and its tasks run again. A run with ``resume`` loads the tasks of a
 checkpoint with the same fingerprint and runs the others; the checkpoint is
 removed once the results file is written.
 """
@@ -16,6 +16,7 @@ import os
 import shutil
 import zipfile
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 MANIFEST = "fingerprint.json"
 _KEY = "__key__"  # the task's grid key, stored beside its variables (not a variable name: those are identifiers)
+_KEYS = "__keys__"  # a batch's keys, one row per task; task i's variables are stored as "i/name"
 
 
 def fingerprint(scenario: Scenario, code: dict[str, Any] | None = None) -> str:
@@ -64,7 +66,32 @@ def checkpoint_dir(output: str | os.PathLike) -> Path:
 
 def finished_tasks(output: str | os.PathLike) -> int:
     """How many finished tasks the checkpoint of ``output`` holds (0 if there is none)."""
-    return sum(1 for _ in checkpoint_dir(output).glob("task-*.npz"))
+    return sum(len(_read(file) or ()) for file in sorted(checkpoint_dir(output).glob("task-*.npz")))
+
+
+def _name(key: tuple[int, ...]) -> str:
+    return "task-" + "-".join(str(int(k)) for k in key) + ".npz"
+
+
+def _read(file: Path) -> list[TaskResult] | None:
+    """The tasks of one checkpoint file, or None if it cannot be trusted (unreadable, or not what its name says)."""
+    try:
+        with np.load(file, allow_pickle=False) as data:
+            if _KEYS in data.files:
+                keys = [tuple(int(k) for k in row) for row in data[_KEYS]]
+                values: list[dict[str, np.ndarray]] = [{} for _ in keys]
+                for member in data.files:
+                    if member != _KEYS:
+                        index, name = member.split("/", 1)
+                        values[int(index)][name] = data[member]
+            else:
+                keys = [tuple(int(k) for k in data[_KEY])]
+                values = [{name: data[name] for name in data.files if name != _KEY}]
+    except (OSError, ValueError, KeyError, IndexError, EOFError, TypeError, zipfile.BadZipFile, zlib.error):
+        return None  # truncated or corrupt: its tasks run again, and the file is replaced
+    if not keys or _name(keys[0]) != file.name:
+        return None  # not the tasks its name says
+    return [TaskResult(key, vals) for key, vals in zip(keys, values)]
 
 
 class Checkpoint:
@@ -113,37 +140,41 @@ class Checkpoint:
             _write_atomic(manifest, json.dumps(record, indent=1).encode())
 
     def _file(self, key: tuple[int, ...]) -> Path:
-        return self.path / ("task-" + "-".join(str(int(k)) for k in key) + ".npz")
+        return self.path / _name(key)
 
     def load(self) -> dict[tuple[int, ...], TaskResult]:
-        """The finished tasks, by key (a file that cannot be read is ignored: its task runs again)."""
+        """The finished tasks, by key (a file that cannot be read is ignored: its tasks run again)."""
         done = {}
         for file in sorted(self.path.glob("task-*.npz")):
-            try:
-                with np.load(file, allow_pickle=False) as data:
-                    key = tuple(int(k) for k in data[_KEY])
-                    values = {name: data[name] for name in data.files if name != _KEY}
-            except (OSError, ValueError, KeyError, EOFError, TypeError, zipfile.BadZipFile, zlib.error):
-                continue  # truncated or corrupt: the task runs again, and its file is replaced
-            if self._file(key) != file:
-                continue  # not the task its name says
-            done[key] = TaskResult(key, values)
+            for result in _read(file) or ():
+                done[result.key] = result
         return done
 
-    def save(self, result: TaskResult) -> None:
-        """Keep one finished task (atomically: a reader never sees half a file)."""
-        arrays: dict[str, Any] = {name: np.asarray(value) for name, value in result.values.items()}
-        arrays[_KEY] = np.asarray(result.key, dtype=np.int64)
+    def save(self, results: TaskResult | Sequence[TaskResult]) -> None:
+        """Keep finished tasks, one file per call (atomically: a reader never sees half a file)."""
+        batch = [results] if isinstance(results, TaskResult) else list(results)
+        if not batch:
+            return
+        arrays: dict[str, Any] = {}
+        if len(batch) == 1:
+            arrays = {name: np.asarray(value) for name, value in batch[0].values.items()}
+            arrays[_KEY] = np.asarray(batch[0].key, dtype=np.int64)
+        else:
+            for i, result in enumerate(batch):
+                arrays.update({f"{i}/{name}": np.asarray(value) for name, value in result.values.items()})
+            arrays[_KEYS] = np.asarray([r.key for r in batch], dtype=np.int64)
+        target = self._file(batch[0].key)
         try:
-            with atomic_path(self._file(result.key), suffix=".npz", clean=False) as tmp:  # cleaned at open
+            with atomic_path(target, suffix=".npz", clean=False) as tmp:  # cleaned at open
                 np.savez(tmp, **arrays)
         except OSError as exc:  # a full disk: the run stops with one line, keeping the tasks saved so far
-            raise write_error(self._file(result.key), exc) from None
+            raise write_error(target, exc) from None
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
 
     def __len__(self) -> int:
+        """Checkpoint files (each holding one or more finished tasks)."""
         return sum(1 for _ in self.path.glob("task-*.npz"))
 
 

@@ -43,21 +43,49 @@ __all__ = [
 Progress = Callable[[int, int], None]
 
 
-class _TaskRunner:
-    """:func:`run_task` with the run's plugin instances in this process; a copy sent elsewhere builds its own.
+#: batches per worker at least, so that workers stay busy to the end whatever the tasks' durations
+BATCHES_PER_WORKER = 4
+#: tasks per batch at most: a kill loses at most this many finished tasks per worker
+MAX_BATCH = 64
 
-    Executors receive this as their function: it pickles without the builder, whose
-    plugins may hold large data (and need not pickle at all).
+
+class _BatchRunner:
+    """:func:`run_task` on a batch of tasks with the run's plugin instances in this process; a copy sent
+    elsewhere builds its own.
+
+    Executors receive this as their function and batches as their tasks: a sweep of thousands of
+    millisecond runs costs a few dispatches and checkpoint files, not one of each per run. It pickles
+    without the builder, whose plugins may hold large data (and need not pickle at all).
     """
 
     def __init__(self, builder: Builder | None) -> None:
         self.builder = builder
 
-    def __call__(self, task: Task) -> TaskResult:
-        return run_task(task, self.builder)
+    def __call__(self, batch: Sequence[Task]) -> list[TaskResult]:
+        return [run_task(task, self.builder) for task in batch]
 
     def __reduce__(self) -> tuple[type, tuple[None]]:
-        return (_TaskRunner, (None,))
+        return (_BatchRunner, (None,))
+
+
+def batches(todo: Sequence[Task], workers: int) -> list[list[Task]]:
+    """Consecutive tasks in batches: at least ``BATCHES_PER_WORKER`` per worker, at most ``MAX_BATCH`` tasks each.
+
+    The numbers never depend on this: each task draws from its own seed.
+    """
+    if not todo:
+        return []
+    count = min(len(todo), max(BATCHES_PER_WORKER * max(workers, 1), -(-len(todo) // MAX_BATCH)))
+    bounds = [round(i * len(todo) / count) for i in range(count + 1)]
+    return [list(todo[a:b]) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def _parallelism(runner: Executor) -> int:
+    """Tasks the executor runs side by side, as far as it says (serial: 1)."""
+    workers = getattr(runner, "workers", None)
+    if isinstance(workers, int) and workers > 0:
+        return workers
+    return 1 if runner.name == "serial" else runner.cpus()
 
 
 def make_executor(executor: str | Executor, *, jobs: int | None = None, **options: Any) -> Executor:
@@ -125,11 +153,12 @@ def execute(
     if progress:
         progress(len(results), len(todo))
     rest = [t for t in todo if t.key not in done]
+    work = batches(rest, _parallelism(runner))
     with one_blas_thread():  # entered once for the tasks this process runs, not once per task
-        for result in runner.run(_TaskRunner(scenario.builder), rest) if rest else ():
+        for batch in runner.run(_BatchRunner(scenario.builder), work) if work else ():
             if checkpoint is not None:
-                checkpoint.save(result)
-            results.append(result)
+                checkpoint.save(batch)
+            results.extend(batch)
             if progress:
                 progress(len(results), len(todo))
     if len(results) != len(todo):
