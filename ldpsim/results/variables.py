@@ -65,6 +65,15 @@ CORE: tuple[Variable, ...] = (
     ),
     Variable("users", (POINT,), "number of users", dtype="int64", fill=0, source="task"),
     Variable(
+        "simulation_seconds",
+        (TASK,),
+        "simulation time",
+        units="s",
+        source="task",
+        description="drawing the users' values and reports of the run; with the estimators' `seconds`, "
+        "the work a run's wall time is compared against (benchmarks/bench_sweep.py)",
+    ),
+    Variable(
         "noisy",
         (TASK, DOMAIN),
         "noisy distribution",

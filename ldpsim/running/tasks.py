@@ -22,6 +22,7 @@ the earlier repetitions identical.
 from __future__ import annotations
 
 import multiprocessing
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -164,10 +165,13 @@ class _Run:
     noisy: np.ndarray | None
     distinct_reports: int
     users: int
+    simulation_seconds: float
 
 
 def _run_task(task: Task, builder: Builder | None) -> TaskResult:
+    started = time.perf_counter()
     setup, truth, observations = simulate(task, builder)
+    simulated = time.perf_counter() - started
     estimators, metrics = list(setup.estimators.values()), list(setup.metrics.values())
     variables = declared([*estimators, *metrics])
     estimates = [estimator.estimate(observations) for estimator in estimators]
@@ -178,7 +182,7 @@ def _run_task(task: Task, builder: Builder | None) -> TaskResult:
         for metric in metrics:
             if type(metric).outputs:
                 extras[e].update(metric.output_values(est.distribution, truth, setup.domain))
-    run = _Run(truth, noisy_distribution(observations), observations.n_distinct, setup.users)
+    run = _Run(truth, noisy_distribution(observations), observations.n_distinct, setup.users, simulated)
     values: dict[str, np.ndarray] = {}
     for var in variables:
         if var.source == "metric" and var in CORE:  # the metrics' scores: one per (metric, estimate)
