@@ -23,7 +23,7 @@ import numpy as np
 import xarray as xr
 
 #: timings, not results
-SKIP_VARIABLES = {"seconds"}
+SKIP_VARIABLES = {"seconds", "simulation_seconds"}
 #: when, where and with which code the file was made
 SKIP_ATTRS = {
     "created",

@@ -99,6 +99,7 @@ class Builder:
         self.registry = registry or get_registry()
         self._cache: dict[str, Any] = {}
         self._checked: set[tuple[Any, ...]] = set()
+        self._setups: dict[str, Setup] = {}  # by the point's document
         #: the data files the scenario names (a run must not write over them)
         self.inputs: set[Path] = set()
 
@@ -111,6 +112,10 @@ class Builder:
             On a bad value; when it lies in a field one of ``axes`` sets, the
             message ends with the sweep point (``(at sweep point eps=-1)``).
         """
+        key = json.dumps(point.document, sort_keys=True, default=str)
+        known = self._setups.get(key)
+        if known is not None:  # every repetition of a point: built and checked once
+            return known
         try:
             setup = self._setup(point.document)
         except LdpsimError as exc:
@@ -126,6 +131,7 @@ class Builder:
                 where = ", ".join(f"{a.name}={point.coords[a.name]}" for a in axes)
                 raise type(exc)(f"{exc.problem} (at sweep point {where})", field=exc.field, hint=exc.hint) from None
             raise
+        self._setups[key] = setup
         return setup
 
     def _check_estimators(self, setup: Setup) -> None:

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 MANIFEST = "fingerprint.json"
 _KEY = "__key__"  # the task's grid key, stored beside its variables (not a variable name: those are identifiers)
-_KEYS = "__keys__"  # a batch's keys, one row per task; task i's variables are stored as "i/name"
+_KEYS = "__keys__"  # a batch's keys, one row per task; variables stacked over the tasks ("i/name" for one task's)
 
 
 def fingerprint(scenario: Scenario, code: dict[str, Any] | None = None) -> str:
@@ -81,9 +81,17 @@ def _read(file: Path) -> list[TaskResult] | None:
                 keys = [tuple(int(k) for k in row) for row in data[_KEYS]]
                 values: list[dict[str, np.ndarray]] = [{} for _ in keys]
                 for member in data.files:
-                    if member != _KEYS:
+                    if member == _KEYS:
+                        continue
+                    if "/" in member:  # one run's value
                         index, name = member.split("/", 1)
                         values[int(index)][name] = data[member]
+                    else:  # stacked over the batch
+                        stacked = data[member]
+                        if stacked.shape[0] != len(keys):
+                            return None
+                        for i in range(len(keys)):
+                            values[i][member] = stacked[i]
             else:
                 keys = [tuple(int(k) for k in data[_KEY])]
                 values = [{name: data[name] for name in data.files if name != _KEY}]
@@ -159,9 +167,15 @@ class Checkpoint:
         if len(batch) == 1:
             arrays = {name: np.asarray(value) for name, value in batch[0].values.items()}
             arrays[_KEY] = np.asarray(batch[0].key, dtype=np.int64)
-        else:
-            for i, result in enumerate(batch):
-                arrays.update({f"{i}/{name}": np.asarray(value) for name, value in result.values.items()})
+        else:  # one array per variable, stacked over the batch (a zip member per array is what costs)
+            names = dict.fromkeys(name for result in batch for name in result.values)
+            for name in names:
+                values = [result.values.get(name) for result in batch]
+                shapes = {None if v is None else np.shape(v) for v in values}
+                if len(shapes) == 1 and None not in shapes:
+                    arrays[name] = np.stack([np.asarray(v) for v in values])
+                else:  # absent from some runs (an optional variable), or shaped differently: one per run
+                    arrays.update({f"{i}/{name}": np.asarray(v) for i, v in enumerate(values) if v is not None})
             arrays[_KEYS] = np.asarray([r.key for r in batch], dtype=np.int64)
         target = self._file(batch[0].key)
         try:
