@@ -52,6 +52,9 @@ from .theory.diagnostics import check_estimate, check_mechanism, mechanism_repor
 
 if TYPE_CHECKING:
     from .estimation.convolution import ConvolutionOperator
+    from .results.combine import merge_results
+    from .results.io import open_results
+    from .results.scores import scores
 
 try:
     __version__ = version("ldpsim")
@@ -133,6 +136,9 @@ __all__ = [
     "rr_parameters",
     "run_scenario",
     "unbiased_estimate",
+    "merge_results",
+    "open_results",
+    "scores",
     "__version__",
 ]
 
@@ -152,4 +158,8 @@ def __getattr__(name: str):
         from .running import plan
 
         return {"plan": plan.plan, "Plan": plan.Plan}[name]
+    if name in ("scores", "open_results", "merge_results"):  # results: xarray
+        from .results import combine, io, scores
+
+        return {"scores": scores.scores, "open_results": io.open_results, "merge_results": combine.merge_results}[name]
     raise AttributeError(f"module 'ldpsim' has no attribute {name!r}")
