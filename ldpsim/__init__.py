@@ -45,7 +45,7 @@ from .model.privacy import Privacy, geo_level, ldp_level, lip_level
 from .model.variables import DOMAIN, POINT, TASK, Variable
 from .plugin.executor import Executor
 from .plugin.hookspecs import hookimpl
-from .plugin.registry import PluginWarning, Registry, get_registry
+from .plugin.registry import PluginWarning, Registry, get_registry, register, registered
 from .running.audit import audit_mechanism
 from .theory.audit import AuditReport, PathAudit, bayes_vulnerability
 from .theory.diagnostics import check_estimate, check_mechanism, mechanism_report, rr_parameters
@@ -139,6 +139,8 @@ __all__ = [
     "merge_results",
     "open_results",
     "scores",
+    "register",
+    "registered",
     "__version__",
 ]
 
