@@ -41,6 +41,11 @@ def scores(ds: xr.Dataset) -> xr.DataArray:
         Named ``score``, with the coordinate ``metric`` (the metrics' labels); the units differ
         between metrics, so the array has none: read them from ``ds[label].attrs["units"]``.
 
+    Notes
+    -----
+    Scores are recognised by their :data:`SCORE_ATTR` attribute, which xarray's reductions drop
+    (``ds.mean("rep")``): stack first, then reduce (``ldpsim.scores(ds).mean("rep")``).
+
     Raises
     ------
     LdpsimError
