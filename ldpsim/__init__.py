@@ -6,57 +6,127 @@ from ``ldpsim`` directly.
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from .base.errors import (
-    DataError,
-    EstimationError,
-    LdpsimError,
-    ParameterError,
-    PluginError,
-    ScenarioError,
-)
-from .estimation.engine import DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_TOL, EMResult, Likelihood, check_start, gibu
-from .estimation.estimator import (
-    INTERVAL_OUTPUTS,
-    Estimate,
-    Estimator,
-    IntervalEstimator,
-    InversionEstimator,
-)
-from .estimation.observations import Observations, ReportGroup
-from .estimation.operators import (
-    constant_plus_column,
-    convolution_likelihood,
-    named_values_likelihood,
-    rank_one_plus_sparse,
-)
-from .estimation.simplex import project_simplex
-from .estimation.unbiased import plan_matrix, unbiased_estimate
-from .estimation.uncertainty import Uncertainty, bootstrap_uncertainty, mle_uncertainty, unbiased_uncertainty
-from .model.bitvectors import WORD_BITS, BitVectorMechanism
-from .model.dataset import Dataset
-from .model.domains import Categorical, Domain, Grid, Integers, OnDomain, make_domain, parse_domain
-from .model.mechanism import ROW_SUM_TOL, STRUCTURED_MIN_SIZE, Capabilities, Mechanism
-from .model.metric import Metric
-from .model.params import Configurable, Param
-from .model.privacy import Privacy, geo_level, ldp_level, lip_level
-from .model.variables import DOMAIN, POINT, TASK, Variable
-from .plugin.executor import Executor
-from .plugin.hookspecs import hookimpl
-from .plugin.registry import PluginWarning, Registry, get_registry
-from .running.audit import audit_mechanism
-from .theory.audit import AuditReport, PathAudit, bayes_vulnerability
-from .theory.diagnostics import check_estimate, check_mechanism, mechanism_report, rr_parameters
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ imports each on first use
+    from .base.errors import DataError, EstimationError, LdpsimError, ParameterError, PluginError, ScenarioError
     from .estimation.convolution import ConvolutionOperator
+    from .estimation.engine import DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_TOL, EMResult, Likelihood, check_start, gibu
+    from .estimation.estimator import INTERVAL_OUTPUTS, Estimate, Estimator, IntervalEstimator, InversionEstimator
+    from .estimation.observations import Observations, ReportGroup
+    from .estimation.operators import (
+        constant_plus_column,
+        convolution_likelihood,
+        named_values_likelihood,
+        rank_one_plus_sparse,
+    )
+    from .estimation.simplex import project_simplex
+    from .estimation.unbiased import plan_matrix, unbiased_estimate
+    from .estimation.uncertainty import Uncertainty, bootstrap_uncertainty, mle_uncertainty, unbiased_uncertainty
+    from .model.bitvectors import WORD_BITS, BitVectorMechanism
+    from .model.dataset import Dataset
+    from .model.domains import Categorical, Domain, Grid, Integers, OnDomain, make_domain, parse_domain
+    from .model.mechanism import ROW_SUM_TOL, STRUCTURED_MIN_SIZE, Capabilities, Mechanism
+    from .model.metric import Metric
+    from .model.params import Configurable, Param
+    from .model.privacy import Privacy, geo_level, ldp_level, lip_level
+    from .model.variables import DOMAIN, POINT, TASK, Variable
+    from .plugin.executor import Executor
+    from .plugin.hookspecs import hookimpl
+    from .plugin.registry import PluginWarning, Registry, get_registry, register, registered
+    from .results.combine import merge_results
+    from .results.io import open_results
+    from .results.scores import scores
+    from .running.audit import audit_mechanism
+    from .running.plan import Plan, plan
+    from .running.runner import run_scenario
+    from .running.scenario import load_scenario
+    from .theory.audit import AuditReport, PathAudit, bayes_vulnerability
+    from .theory.diagnostics import check_estimate, check_mechanism, mechanism_report, rr_parameters
 
-try:
-    __version__ = version("ldpsim")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0+unknown"
+#: each public name and the module defining it, imported on first use (``import ldpsim`` stays light)
+_LAZY: dict[str, str] = {
+    "DataError": "base.errors",
+    "EstimationError": "base.errors",
+    "LdpsimError": "base.errors",
+    "ParameterError": "base.errors",
+    "PluginError": "base.errors",
+    "ScenarioError": "base.errors",
+    "ConvolutionOperator": "estimation.convolution",
+    "DEFAULT_DELTA": "estimation.engine",
+    "DEFAULT_MAX_ITER": "estimation.engine",
+    "DEFAULT_TOL": "estimation.engine",
+    "EMResult": "estimation.engine",
+    "Likelihood": "estimation.engine",
+    "check_start": "estimation.engine",
+    "gibu": "estimation.engine",
+    "Estimate": "estimation.estimator",
+    "Estimator": "estimation.estimator",
+    "INTERVAL_OUTPUTS": "estimation.estimator",
+    "IntervalEstimator": "estimation.estimator",
+    "InversionEstimator": "estimation.estimator",
+    "Observations": "estimation.observations",
+    "ReportGroup": "estimation.observations",
+    "constant_plus_column": "estimation.operators",
+    "convolution_likelihood": "estimation.operators",
+    "named_values_likelihood": "estimation.operators",
+    "rank_one_plus_sparse": "estimation.operators",
+    "project_simplex": "estimation.simplex",
+    "plan_matrix": "estimation.unbiased",
+    "unbiased_estimate": "estimation.unbiased",
+    "Uncertainty": "estimation.uncertainty",
+    "bootstrap_uncertainty": "estimation.uncertainty",
+    "mle_uncertainty": "estimation.uncertainty",
+    "unbiased_uncertainty": "estimation.uncertainty",
+    "BitVectorMechanism": "model.bitvectors",
+    "WORD_BITS": "model.bitvectors",
+    "Dataset": "model.dataset",
+    "Categorical": "model.domains",
+    "Domain": "model.domains",
+    "Grid": "model.domains",
+    "Integers": "model.domains",
+    "OnDomain": "model.domains",
+    "make_domain": "model.domains",
+    "parse_domain": "model.domains",
+    "Capabilities": "model.mechanism",
+    "Mechanism": "model.mechanism",
+    "ROW_SUM_TOL": "model.mechanism",
+    "STRUCTURED_MIN_SIZE": "model.mechanism",
+    "Metric": "model.metric",
+    "Configurable": "model.params",
+    "Param": "model.params",
+    "Privacy": "model.privacy",
+    "geo_level": "model.privacy",
+    "ldp_level": "model.privacy",
+    "lip_level": "model.privacy",
+    "DOMAIN": "model.variables",
+    "POINT": "model.variables",
+    "TASK": "model.variables",
+    "Variable": "model.variables",
+    "Executor": "plugin.executor",
+    "hookimpl": "plugin.hookspecs",
+    "PluginWarning": "plugin.registry",
+    "Registry": "plugin.registry",
+    "get_registry": "plugin.registry",
+    "register": "plugin.registry",
+    "registered": "plugin.registry",
+    "merge_results": "results.combine",
+    "open_results": "results.io",
+    "scores": "results.scores",
+    "Plan": "running.plan",
+    "plan": "running.plan",
+    "run_scenario": "running.runner",
+    "load_scenario": "running.scenario",
+    "audit_mechanism": "running.audit",
+    "AuditReport": "theory.audit",
+    "PathAudit": "theory.audit",
+    "bayes_vulnerability": "theory.audit",
+    "check_estimate": "theory.diagnostics",
+    "check_mechanism": "theory.diagnostics",
+    "mechanism_report": "theory.diagnostics",
+    "rr_parameters": "theory.diagnostics",
+}
 
 __all__ = [
     "DEFAULT_DELTA",
@@ -133,23 +203,38 @@ __all__ = [
     "rr_parameters",
     "run_scenario",
     "unbiased_estimate",
+    "merge_results",
+    "open_results",
+    "scores",
+    "register",
+    "registered",
     "__version__",
 ]
 
 
-def __getattr__(name: str):
-    # The scenario runner pulls in xarray, ConvolutionOperator scipy.sparse.linalg; plugins importing
-    # ldpsim should not pay for them.
-    if name == "ConvolutionOperator":
-        from .estimation.convolution import ConvolutionOperator
+#: the layers, importable as attributes (``ldpsim.plugin.registry``) as with eager imports
+_SUBPACKAGES = frozenset({"base", "model", "estimation", "plugin", "theory", "results", "running", "output", "testing"})
 
-        return ConvolutionOperator
-    if name in ("run_scenario", "load_scenario"):
-        from .running import runner, scenario
 
-        return {"run_scenario": runner.run_scenario, "load_scenario": scenario.load_scenario}[name]
-    if name in ("plan", "Plan"):
-        from .running import plan
+def __getattr__(name: str) -> Any:
+    """Import a public name on first use: ``import ldpsim`` (and ``ldpsim --help``) loads none of the
+    layers; ``from ldpsim import X`` loads only what X needs."""
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    elif name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
 
-        return {"plan": plan.plan, "Plan": plan.Plan}[name]
-    raise AttributeError(f"module 'ldpsim' has no attribute {name!r}")
+        try:
+            value = version("ldpsim")
+        except PackageNotFoundError:  # running from a source tree that is not installed
+            value = "0+unknown"
+    elif name in _SUBPACKAGES:
+        return importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module 'ldpsim' has no attribute {name!r}")
+    globals()[name] = value  # later lookups do not come back here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

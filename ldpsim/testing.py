@@ -9,7 +9,8 @@
 
 Each check raises ``AssertionError`` naming what is wrong. ``check_mechanism``
 runs them all, including a check of every optional capability the mechanism
-declares (``check_capabilities``).
+declares (``check_capabilities``). ``check_estimator``, ``check_dataset`` and
+``check_metric`` do the same for the other kinds of plugin.
 """
 
 from .theory.checks import (
@@ -28,8 +29,13 @@ from .theory.checks import (
     check_structured_likelihood,
     check_unbiased_estimate,
 )
+from .theory.contracts import check_configurable, check_dataset, check_estimator, check_metric
 
 __all__ = [
+    "check_configurable",
+    "check_dataset",
+    "check_estimator",
+    "check_metric",
     "check_capabilities",
     "check_deterministic",
     "check_hooks",

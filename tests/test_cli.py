@@ -35,14 +35,22 @@ def test_run_writes_a_results_file_that_xarray_reads_back(tmp_path):
     assert "error: mean ± sd over 3 repetitions" in done.stdout and "uniform20-39" in done.stdout
     assert f"wrote {out}" in done.stderr
     with xr.open_dataset(out) as ds:
-        assert dict(ds.sizes) == {"data": 2, "rep": 3, "estimator": 3, "metric": 2, "value": 100}
-        assert ds["error"].dims == ("metric", "estimator", "data", "rep")
+        assert dict(ds.sizes) == {"data": 2, "rep": 3, "estimator": 3, "value": 100}
+        for metric in ("tv", "emd"):  # a variable each, with its CF long name and units
+            assert ds[metric].dims == ("estimator", "data", "rep")
+        assert ds["tv"].attrs["units"] == "1" and ds["tv"].attrs["long_name"] == "Total variation distance"
+        assert "units" not in ds["emd"].attrs  # the integers have no unit of distance
+        assert not [c for c in ds.coords if str(c).startswith("metric")]
+        assert list(ds["seed"].values) == [20200907] * 3
+        assert ds.attrs["cohorts.everyone.reports.0.eps"] == 0.1  # every unswept setting, without json.loads
+        assert ds.attrs["cohorts.everyone.reports.0.mechanism"] == "geometric" and ds.attrs["users"] == 4000
+        assert "dataset.name" not in ds.attrs  # swept: the coordinate 'data' holds it
         assert ds["estimate"].dims == ("estimator", "data", "rep", "value")
         assert ds["truth"].dims == ("data", "rep", "value")
         for var in ("iterations", "loglik", "seconds", "converged"):
             assert ds[var].dims == ("estimator", "data", "rep")
         assert list(ds["estimator"].values) == ["ibu", "inv-n", "inv-p"]
-        assert list(ds["metric"].values) == ["tv", "emd"]
+        assert list(ldpsim.scores(ds)["metric"].values) == ["tv", "emd"]
         assert list(ds["data"].values) == ["binomial", "uniform20-39"]
         np.testing.assert_array_equal(ds["value"].values, np.arange(100))
         np.testing.assert_allclose(ds["estimate"].sum("value"), 1, atol=1e-12)
@@ -69,12 +77,12 @@ def test_run_writes_a_results_file_that_xarray_reads_back(tmp_path):
         # The file holds the same numbers as the Python API computes.
         again = ldpsim.run_scenario(QUICKSTART, users=4000, repetitions=3)
         xr.testing.assert_allclose(
-            ds[["error", "estimate", "truth", "loglik"]],
-            again[["error", "estimate", "truth", "loglik"]],
+            ds[["tv", "emd", "estimate", "truth", "loglik"]],
+            again[["tv", "emd", "estimate", "truth", "loglik"]],
             rtol=0,
             atol=0,
         )
-        tv = ds["error"].sel(metric="tv")
+        tv = ldpsim.scores(ds).sel(metric="tv")
         recomputed = 0.5 * np.abs(ds["estimate"] - ds["truth"]).sum("value")
         np.testing.assert_allclose(tv.values, recomputed.transpose(*tv.dims).values, atol=1e-12)
 

@@ -210,7 +210,7 @@ def test_per_plan_gibu_is_consistent_when_cohorts_differ():
         "metrics": ["tv"],
         "sweep": {"n": {"path": "users", "values": [20_000, 200_000]}},
     }
-    err = ldpsim.run_scenario(doc)["error"].sel(metric="tv").mean("rep")
+    err = ldpsim.run_scenario(doc)["tv"].mean("rep")
     # split's TV at n = 200,000 averages 0.0055 with a standard deviation of 0.0025 per repetition
     assert float(err.sel(estimator="split", n=200_000)) < 0.015
     assert float(err.sel(estimator="joint", n=200_000)) > 3 * float(err.sel(estimator="split", n=200_000))

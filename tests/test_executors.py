@@ -117,7 +117,7 @@ def test_task_results_round_trip_through_a_checkpoint_variable_by_variable(tmp_p
     loaded = load_scenario(SWEEP)
     ckpt = Checkpoint(tmp_path / "x.nc", loaded)
     result = run_task(tasks(loaded)[3], loaded.builder)
-    assert {"error", "estimate", "truth", "iterations", "gap", "kkt", "users"} <= set(result.values)
+    assert {"scores", "estimate", "truth", "iterations", "gap", "kkt", "users"} <= set(result.values)
     ckpt.save(result)
     (back,) = ckpt.load().values()
     assert back.key == result.key and type(back.key[0]) is int

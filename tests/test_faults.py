@@ -537,7 +537,7 @@ def test_the_output_replaces_results_but_other_files_only_when_forced(csv_scenar
     ]
     assert other.read_text() == "my notes" and not checkpoint_dir(other).exists()
     assert cli_run(str(csv_scenario), "-o", str(other), "--force")[0] == 0
-    assert open_results(other)["error"].size > 0
+    assert open_results(other)["tv"].size > 0
     assert cli_run(str(csv_scenario), "-o", str(other))[0] == 0  # results replace results
 
 
@@ -551,7 +551,7 @@ def test_a_plot_never_replaces_the_results_it_draws(csv_scenario, tmp_path):
         timeout=300,
     )
     assert done.returncode == 2 and "is an input of this run" in done.stderr
-    assert open_results(results)["error"].size > 0
+    assert open_results(results)["tv"].size > 0
 
 
 # --- 6. a catalogue of bad values: one line, exit 2, nothing written ---------------------------

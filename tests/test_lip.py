@@ -402,7 +402,7 @@ def exact_mean_mse(mech, prior):
 def test_global_prior_scenario():
     users, reps = 2_000, 40
     ds = ldpsim.run_scenario(SCENARIOS / "lip-global-prior.toml", users=users, repetitions=reps)
-    err = ds["error"]
+    err = ldpsim.scores(ds)
     prior = np.array([0.15, 0.25, 0.35, 0.25])
     domain = Integers(low=0, high=3)
     for mechanism in ("lip", "krr"):
@@ -440,7 +440,7 @@ def test_local_priors_scenario_uses_each_cohorts_prior():
     )
 
     ds = ldpsim.run_scenario(SCENARIOS / "lip-local-priors.toml", users=12_000, repetitions=3)
-    tv = ds["error"].sel(metric="tv").mean("rep")
+    tv = ds["tv"].mean("rep")
     truth = ds["truth"]
     uniform = float((0.5 * np.abs(truth - 1 / 3).sum("value")).mean())  # ~0.067: a uniform guess
     for eps in ds["eps"].values:

@@ -575,7 +575,7 @@ def test_scenario_planar_geometric_ibu_beats_inversion():
         "estimators": {"ibu": {"delta": 1e-4}, "inv-p": {}},
         "metrics": ["tv", "emd"],
     }
-    err = ldpsim.run_scenario(doc)["error"].mean("rep")
+    err = ldpsim.scores(ldpsim.run_scenario(doc)).mean("rep")
     ibu = float(err.sel(metric="tv", estimator="ibu"))
     # Not deconvolving at all (estimating theta by the reports' distribution theta M) has TV(theta, theta M)
     # = 0.91 here, computed exactly; IBU must remove most of the noise: well under a quarter of that.

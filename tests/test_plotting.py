@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 import ldpsim
 from ldpsim import Grid, Integers, LdpsimError, Observations
 from ldpsim.output.cli import app
-from ldpsim.output.plotting import figure, summary_figure
+from ldpsim.output.plotting import figure
 from ldpsim.results.io import open_results, save_results
 from ldpsim.results.noisy import noisy_distribution
 
@@ -106,7 +106,7 @@ def test_results_describe_their_coordinates_and_survive_netcdf(grid_ds, tmp_path
     np.testing.assert_allclose(back["x"].values, [0.25, 0.75, 1.25, 1.75])
     assert back["eps"].attrs["long_name"] == "eps"
     assert back["eps"].attrs["sweep_paths"] == "cohorts.all.reports.0.eps"
-    assert back["metric_long_name"].values.tolist() == ["Total variation distance"]
+    assert back["tv"].attrs["long_name"] == "Total variation distance" and back["tv"].attrs["units"] == "1"
     assert json.loads(back.attrs["domain"])["unit"] == "km"
     assert "unit" not in Grid(rows=2, cols=2).spec()  # unit-less grids keep their old spec
 
@@ -114,7 +114,7 @@ def test_results_describe_their_coordinates_and_survive_netcdf(grid_ds, tmp_path
 # ------------------------------------------------------------------ figures
 def test_summary_figure_panels():
     ds = ldpsim.run_scenario(DOC)
-    fig = summary_figure(ds)
+    fig = figure(ds, "summary")
     top = [ax for ax in fig.axes if ax.get_title() in ("tv", "l2")]
     assert [ax.get_title() for ax in top] == ["tv", "l2"]
     assert [t.get_text() for t in top[0].get_legend().get_texts()] == ["ibu", "inv-n"]
@@ -135,7 +135,7 @@ def test_box_figure_boxes_per_sweep_value_and_estimator(line_ds):
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["ibu", "inv-n"]
     assert "n=1000" in fig._suptitle.get_text()
     # inv-n's box at eps = 2 spans the quartiles of its errors at n = 1000
-    errors = line_ds["error"].sel(metric="l2", estimator="inv-n", eps=2.0, n=1000).values
+    errors = line_ds["l2"].sel(estimator="inv-n", eps=2.0, n=1000).values
     ys = ax.patches[3].get_path().vertices[:, 1]
     np.testing.assert_allclose([ys.min(), ys.max()], np.percentile(errors, [25, 75]))
 
@@ -153,7 +153,7 @@ def test_line_figure_means_with_quartile_band(line_ds):
     lines = ax.get_lines()
     assert [ln.get_label() for ln in lines] == ["ibu", "inv-n"]
     np.testing.assert_allclose(lines[0].get_xdata(), [500, 1000])
-    expected = line_ds["error"].sel(metric="tv", estimator="ibu", eps=2.0).mean("rep").values
+    expected = line_ds["tv"].sel(estimator="ibu", eps=2.0).mean("rep").values
     np.testing.assert_allclose(lines[0].get_ydata(), expected)
     assert len(ax.collections) == 2  # one band per estimator
     assert "25-75" in ax.get_legend().get_title().get_text()

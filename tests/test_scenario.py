@@ -281,7 +281,7 @@ def test_same_scenario_same_numbers_whatever_the_workers():
     doc = scenario(cohorts=MIXED, sweep={"eps": {"path": "cohorts.krr.reports.0.eps", "values": [0.5, 2]}})
     one = _run(doc)
     two = _run(doc, jobs=2)
-    for var in ("error", "estimate", "truth", "iterations", "loglik"):
+    for var in ("tv", "estimate", "truth", "iterations", "loglik"):
         np.testing.assert_array_equal(one[var].values, two[var].values)
 
 
@@ -345,7 +345,7 @@ def test_cohorts_with_their_own_dataset():
     ds = ldpsim.run_scenario(doc)
     truth = ds["truth"].isel(rep=0).values
     np.testing.assert_allclose(truth, [0.35, 0.15, 0.2, 0.3], atol=0.03)  # the mixture, not the scenario's binomial
-    assert float(ds["error"].sel(estimator="ibu").max()) < 0.05
+    assert float(ldpsim.scores(ds).sel(estimator="ibu").max()) < 0.05
 
 
 def test_a_distribution_parameter_can_come_from_the_dataset():

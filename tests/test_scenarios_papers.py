@@ -47,7 +47,7 @@ def test_avg_mse_has_the_scenarios_number_of_users(path):
 
 
 def _mean_error(ds, metric, **sel):
-    return float(ds["error"].sel(metric=metric, **sel).mean("rep"))
+    return float(ds[metric].sel(**sel).mean("rep"))
 
 
 def test_001_fig2_ibu_beats_inversion_on_geometric_noise():
@@ -64,7 +64,7 @@ def test_001_fig14_rappor_estimators_are_comparable():
     ds = ldpsim.run_scenario(
         SCENARIOS / "001-fig14-rappor-tv.toml", users=20_000, repetitions=3, sweep__eps__values=[1.0, 4.0]
     )
-    tv = ds["error"].sel(metric="tv").mean("rep")
+    tv = ds["tv"].mean("rep")
     ratio = tv.sel(estimator="ibu") / tv.sel(estimator="inv-p")
     assert float(ratio.max()) < 2.5 and float(ratio.min()) > 0.4
 
@@ -73,7 +73,7 @@ def test_002_fig5_orders_the_models_and_matches_eq42():
     ds = ldpsim.run_scenario(
         SCENARIOS / "002-fig5-binary-lip-vs-ldp.toml", repetitions=100, sweep__eps__values=[1.0, 2.0]
     )
-    root = np.sqrt(ds["error"].sel(metric="avg-mse").mean("rep"))  # 002's sqrt(E/N)
+    root = np.sqrt(ds["avg-mse"].mean("rep"))  # 002's sqrt(E/N)
     for eps in (1.0, 2.0):
         at = root.sel(eps=eps, prior="P1=0.99")
         lip = float(at.sel(mechanism="lip-binary", estimator="mmse"))

@@ -89,7 +89,7 @@ def test_coverage_is_nominal_for_krr_in_a_seeded_sweep():
             "metrics": ["coverage"],
         }
     )
-    coverage = ds["error"].sel(metric="coverage").mean("rep")
+    coverage = ds["coverage"].mean("rep")
     assert abs(float(coverage.sel(estimator="mle")) - 0.95) < 0.045
     assert abs(float(coverage.sel(estimator="inv-p")) - 0.95) < 0.045
     assert math.isnan(float(coverage.sel(estimator="ibu")))  # no intervals asked: no coverage

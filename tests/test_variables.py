@@ -83,11 +83,17 @@ def with_band(monkeypatch):
 
 
 def test_the_core_variables_are_the_results_variables():
-    ds = ldpsim.run_scenario({**SCENARIO, "estimators": ["ibu"], "metrics": ["tv"], "sweep": {}})
-    assert list(ds.data_vars) == [v.name for v in CORE]  # noisy included: k-RR reports are values
+    ds = ldpsim.run_scenario({**SCENARIO, "estimators": ["ibu"], "metrics": ["tv", "l2"], "sweep": {}})
+    per_metric = [v.name for v in CORE if v.dims[0] == "metric"]
+    assert per_metric == ["scores"]  # stored as one variable per metric, named by its label
+    assert list(ds.data_vars) == ["tv", "l2", *(v.name for v in CORE if v.name != "scores")]  # noisy: k-RR
     for var in CORE:
-        assert ds[var.name].attrs["long_name"] == var.long_name
-        assert ds[var.name].dtype == np.dtype(var.dtype)
+        if var.name != "scores":
+            assert ds[var.name].attrs["long_name"] == var.long_name
+            assert ds[var.name].dtype == np.dtype(var.dtype)
+    assert ds["tv"].attrs == {"long_name": "Total variation distance", "units": "1", "ldpsim_metric": "tv"}
+    assert ldpsim.scores(ds).dims == ("metric", "estimator", "rep")
+    assert list(ldpsim.scores(ds)["metric"].values) == ["tv", "l2"]
 
 
 def test_the_kkt_violation_is_recorded_and_gives_the_gap():

@@ -130,7 +130,7 @@ class ConvolutionOperator(LinearOperator):
 
     # ------------------------------------------------------------ exact entries
     def rows(self, rows: np.ndarray | Sequence[int]) -> np.ndarray:
-        """Rows ``H[rows, :]`` as a dense (len(rows), |X|) array, each entry a sum of positive terms."""
+        """Rows ``H[rows, :]`` as a dense ``(len(rows), |X|)`` array, each entry a sum of positive terms."""
         rows = np.asarray(rows, dtype=np.int64)
         return self._exact(rows) * self.row_scale[rows, None]
 

@@ -96,7 +96,7 @@ class Likelihood:
 
     @property
     def size(self) -> int:
-        """|X|, the number of values."""
+        """``|X|``, the number of values."""
         return self.H.shape[1]
 
     def loglik(self, theta: np.ndarray) -> float:
@@ -201,7 +201,7 @@ def gibu(
 ) -> EMResult:
     """Run GIBU until its stopping rule holds or after ``max_iter`` evaluations of the EM map.
 
-    ``stop="delta"`` is the paper's rule: stop when |L(t) - L(t-1)| < delta, in nats of the whole
+    ``stop="delta"`` is the paper's rule: stop when ``|L(t) - L(t-1)| < delta``, in nats of the whole
     log-likelihood, by default :data:`DEFAULT_DELTA` = 0.01 for every n. L is a sum over the users,
     but the statistically meaningful differences of L are not: two distributions whose
     log-likelihoods differ by a fraction of a nat are equally supported by the data, whether there

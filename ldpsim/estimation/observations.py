@@ -104,7 +104,7 @@ class ReportGroup:
         return ReportGroup(self.plan, *sum_equal_rows(reports, self.counts))
 
     def log_likelihood(self) -> np.ndarray:
-        """(D, |X|) log P(report tuple | x): the sum over the plan's reports."""
+        """``(D, |X|)`` log P(report tuple | x): the sum over the plan's reports."""
         total: np.ndarray | None = None
         for mech, cols in self.columns():
             part = mech.log_likelihood(cols)
@@ -198,7 +198,7 @@ class Observations:
         return self.groups[0].plan[0].likely_subset(self.groups[0].reports)
 
     def log_likelihood(self) -> np.ndarray:
-        """(n_distinct, |X|) log P(report tuple | x), groups stacked in order."""
+        """``(n_distinct, |X|)`` log P(report tuple | x), groups stacked in order."""
         if not self.groups:
             return np.zeros((0, self.domain.size))
         return np.concatenate([g.log_likelihood() for g in self.groups])

@@ -70,7 +70,7 @@ def named_values_likelihood(
 
     The product over a tuple is one constant for every x the tuple does not name and
     differs only at the (at most r) values it names, so ``H = c 1^T + S`` with S sparse,
-    r entries per row: O(D r + |X|) per product instead of a dense D x |X| array. Formed in
+    r entries per row: ``O(D r + |X|)`` per product instead of a dense ``D x |X|`` array. Formed in
     log space and rescaled per row, so thousands of reports per user do not underflow.
     """
     from scipy.sparse import coo_matrix

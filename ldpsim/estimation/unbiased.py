@@ -27,7 +27,7 @@ def _finite_matrix(mech: Mechanism) -> np.ndarray:
 
 
 def plan_matrix(plan: Sequence[Mechanism]) -> np.ndarray:
-    """(|X|, prod |Z_j|) matrix of a plan: P(report tuple | x), a row-wise Kronecker product."""
+    """``(|X|, prod |Z_j|)`` matrix of a plan: P(report tuple | x), a row-wise Kronecker product."""
     joint: np.ndarray | None = None
     for mech in plan:
         m = _finite_matrix(mech)

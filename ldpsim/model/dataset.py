@@ -87,7 +87,7 @@ class Dataset(OnDomain):
         )
 
     def sample_counts(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        """How many of ``n`` users hold each value of the domain: (|X|,) int64 summing to ``n``.
+        """How many of ``n`` users hold each value of the domain: ``(|X|,)`` int64 summing to ``n``.
 
         Same law as ``bincount(sample(n, rng))``, without a value per user.
         """

@@ -80,7 +80,7 @@ class Domain(Configurable):
 
 
 class Integers(Domain):
-    """Integers low, low+step, ..., high; distance |x - y|."""
+    """Integers low, low+step, ..., high; distance ``|x - y|``."""
 
     name = "integers"
     low = Param("int", doc="smallest value")

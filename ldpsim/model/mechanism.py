@@ -185,7 +185,7 @@ class Mechanism(OnDomain):
         raise NotImplementedError(f"{type(self).__name__} must declare its privacy guarantee")
 
     def _matrix(self) -> np.ndarray | None:
-        """The (|X|, |Z|) row-stochastic matrix, or None if outputs are not finite."""
+        """The ``(|X|, |Z|)`` row-stochastic matrix, or None if outputs are not finite."""
         return None
 
     def output_labels(self) -> list[str] | None:
@@ -205,7 +205,7 @@ class Mechanism(OnDomain):
         return (pos - values * width)[:, None]
 
     def _log_likelihood(self, reports: np.ndarray) -> np.ndarray:
-        """(D, |X|) log P(report | x); default: from the matrix."""
+        """``(D, |X|)`` log P(report | x); default: from the matrix."""
         if self.matrix is None:
             raise NotImplementedError(f"{type(self).__name__} has no matrix and must implement _log_likelihood")
         z = reports[:, 0]
@@ -314,7 +314,7 @@ class Mechanism(OnDomain):
         return reports
 
     def log_likelihood(self, reports: np.ndarray) -> np.ndarray:
-        """(len(reports), |X|) array of log P(report | x) (``-inf`` where impossible)."""
+        """``(len(reports), |X|)`` array of log P(report | x) (``-inf`` where impossible)."""
         reports = self._check_reports(reports)
         out = np.asarray(self._call("_log_likelihood", reports), dtype=float)
         if out.shape != (reports.shape[0], self.domain.size):
@@ -326,7 +326,7 @@ class Mechanism(OnDomain):
         return out
 
     def likelihood(self, reports: np.ndarray) -> np.ndarray:
-        """(len(reports), |X|) array of P(report | x)."""
+        """``(len(reports), |X|)`` array of P(report | x)."""
         return np.exp(self.log_likelihood(reports))
 
     def likelihood_operator(self, reports: np.ndarray) -> tuple[np.ndarray, Any] | None:
@@ -362,7 +362,7 @@ class Mechanism(OnDomain):
         Returns
         -------
         tuple or None
-            ``(shift, H)``: a (D,) float array and a (D, |X|) operator with
+            ``(shift, H)``: a (D,) float array and a ``(D, |X|)`` operator with
             ``P(report_d | x) = exp(shift_d) * H[d, x]``; None if the mechanism has none.
         """
         return self._checked_structured(self._check_reports(reports))
@@ -380,7 +380,7 @@ class Mechanism(OnDomain):
         Returns
         -------
         numpy.ndarray or None
-            |X| finite numbers with expectation the true distribution (they may
+            ``|X|`` finite numbers with expectation the true distribution (they may
             leave the simplex); None if the mechanism has no estimate of its own.
         """
         reports = self._check_reports(reports)
@@ -407,7 +407,7 @@ class Mechanism(OnDomain):
         Returns
         -------
         numpy.ndarray or None
-            A non-empty (|X|,) boolean mask outside which any MLE is zero; None if unknown.
+            A non-empty ``(|X|,)`` boolean mask outside which any MLE is zero; None if unknown.
         """
         reports = self._check_reports(reports)
         if not self.capabilities.likely_subset:

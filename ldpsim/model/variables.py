@@ -47,7 +47,8 @@ class Variable:
     dims : tuple of str
         Dimensions, with :data:`TASK`, :data:`POINT` and :data:`DOMAIN` as placeholders.
         A variable that comes from an estimate starts with ``"estimator"``; one that comes from
-        a metric starts with ``"metric", "estimator"`` (the core's ``error``) or with
+        a metric starts with ``"metric", "estimator"`` (the core's ``scores``, stored as one
+        variable per metric named by its label, with the metric's long name and units) or with
         ``"estimator"`` (a metric's extra output).
     long_name : str
         What the variable is, for people and plots (the netCDF ``long_name``).

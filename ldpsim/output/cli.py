@@ -412,7 +412,11 @@ def show(results: Annotated[Path, typer.Argument(help="results file written by `
         ds = open_results(results)
     a = ds.attrs
     out.print(f"[bold]{escape(str(a.get('title', '?')))}[/bold]  {escape(str(a.get('description', '')))}")
-    out.print(f"created {a.get('created', '?')}, seed {a.get('seed', '?')}", markup=False)
+    seeds = sorted({int(s) for s in ds["seed"].values}) if "seed" in ds.coords else [a.get("seed", "?")]
+    seed = f"seed{_s(len(seeds))} {', '.join(map(str, seeds))}"
+    out.print(f"created {a['created']}, {seed}" if "created" in a else seed, markup=False)
+    for line in str(a.get("history", "")).splitlines():
+        out.print(line, markup=False, soft_wrap=True)
     scenario = str(a.get("scenario_source", "?"))
     if "scenario_sha256" in a:
         scenario += f" (sha256 {a['scenario_sha256'][:12]})"
@@ -433,6 +437,25 @@ def show(results: Annotated[Path, typer.Argument(help="results file written by `
     for distribution, keys in by_distribution.items():
         out.print(f"plugins of {distribution}: {', '.join(keys)}", markup=False)
     out.print(summary_table(ds))
+
+
+@app.command()
+def merge(
+    results: Annotated[list[Path], typer.Argument(help="results files of one scenario run with different seeds")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="the combined results file (netCDF4)")],
+    force: Annotated[bool, typer.Option(help="replace an existing file that is not an ldpsim results file")] = False,
+) -> None:
+    """Combine the repetitions of results files of one scenario (run with different seeds) into one file."""
+    from ..results.combine import merge_results
+    from ..results.io import check_output, check_overwrite, open_results, save_results
+
+    with user_errors():
+        target = check_output(output)
+        check_overwrite(target, results, force=force)
+        merged = merge_results([open_results(path) for path in results], [path.name for path in results])
+        save_results(merged, target)
+    reps = merged.sizes["rep"]
+    err.print(f"wrote {target} ({reps} repetition{_s(reps)} from {len(results)} files)", markup=False)
 
 
 @app.command()
@@ -543,12 +566,13 @@ def check_estimate_cmd(
 ) -> None:
     """For each estimate: is it an MLE (KKT), is L strictly concave, is the MLE unique."""
     from ..results.io import open_results
+    from ..results.scores import sweep_dims
     from ..running.recheck import check_results
 
     with user_errors():
         ds = open_results(results)
         rows = check_results(ds, scenario_dir)
-    sweeps = [str(d) for d in ds["error"].dims if d not in ("metric", "estimator", "rep")]
+    sweeps = sweep_dims(ds)
     groups: dict[tuple, list] = {}
     for row in rows:
         groups.setdefault(tuple(row[d] for d in sweeps) + (row["estimator"],), []).append(row["report"])
@@ -680,11 +704,12 @@ def plan_cmd(
 
 def summary_table(ds) -> Table:  # noqa: ANN001
     """Mean and spread (sd over repetitions) of each metric per sweep point and estimator."""
+    from ..results.scores import score_names, sweep_dims
     from ..results.summary import summarize, summary_variables
 
     rows = summarize(ds)
-    metrics = [str(m) for m in ds["metric"].values]
-    sweeps = [d for d in ds["error"].dims if d not in ("metric", "estimator", "rep")]
+    metrics = score_names(ds)
+    sweeps = sweep_dims(ds)
     reps = ds.sizes["rep"]
     table = Table(title=f"error: mean ± sd over {reps} repetition{'s' * (reps != 1)}", title_justify="left")
     extra = summary_variables(ds)
@@ -715,9 +740,10 @@ def _fmt(value) -> str:  # noqa: ANN001
 
 
 def _grid_size(ds) -> int:  # noqa: ANN001
-    sweeps = [d for d in ds["error"].dims if d not in ("metric", "estimator", "rep")]
+    from ..results.scores import sweep_dims
+
     size = 1
-    for d in sweeps:
+    for d in sweep_dims(ds):
         size *= ds.sizes[d]
     return size
 

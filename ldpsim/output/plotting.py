@@ -23,6 +23,7 @@ import xarray as xr
 from ..base.atomic import atomic_path
 from ..base.errors import LdpsimError, did_you_mean
 from ..results.io import check_output, write_error
+from ..results.scores import with_error
 from .plot_options import (
     choose_axis,
     choose_rep,
@@ -160,7 +161,7 @@ def figure(
     """The figure of ``kind`` for the chosen metrics and estimators (all of them by default)."""
     if kind not in KINDS:
         raise LdpsimError(f"unknown kind '{kind}'", field="--kind", hint=did_you_mean(kind, KINDS))
-    ds = subset(ds, metrics, estimators)
+    ds = subset(with_error(ds), metrics, estimators)  # the scores stacked as error(metric, ...)
     if kind == "summary":
         if sweep is not None or at or rep is not None:
             raise LdpsimError(

@@ -11,6 +11,8 @@ both.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from types import ModuleType
@@ -28,6 +30,8 @@ from . import hookspecs
 from .executor import Executor
 
 ENTRY_POINT_GROUP = "ldpsim"
+#: the plugin name of classes registered in-process (:func:`register`)
+IN_PROCESS = "in-process"
 
 #: plugin kind -> (base class, hook name)
 KINDS: dict[str, tuple[type[Configurable], str]] = {
@@ -123,6 +127,42 @@ class Registry:
                 )
             table[entry.name] = entry
 
+    def register(self, cls: type, *, plugin: str = IN_PROCESS) -> Entry:
+        """Register one plugin class directly, without an entry point (a notebook's, a test's).
+
+        Its kind follows from its base class (:class:`ldpsim.Mechanism`, ...); a name another
+        plugin registered already is refused, naming both.
+
+        Raises
+        ------
+        PluginError
+            If ``cls`` is not a plugin class, has no ``name``, or its name is taken.
+        """
+        kinds = [kind for kind, (base, _) in KINDS.items() if isinstance(cls, type) and issubclass(cls, base)]
+        if not kinds:
+            raise PluginError(
+                f"{cls!r} is not a plugin class",
+                hint="register a subclass of ldpsim.Mechanism, Estimator, Dataset, Metric or Executor",
+            )
+        try:
+            entry = self._entry(kinds[0], cls, plugin, None, None)
+        except TypeError as exc:
+            raise PluginError(str(exc), hint="give the class a `name`, the one scenarios use") from None
+        other = self._entries[entry.kind].get(entry.name)
+        if other is not None:
+            raise PluginError(
+                f"{entry.kind} '{entry.name}' is registered by two plugins: {other.origin} and {entry.origin}",
+                hint="give the class another `name`",
+            )
+        self._entries[entry.kind][entry.name] = entry
+        return entry
+
+    def unregister(self, kind: str, name: str, cls: type | None = None) -> None:
+        """Forget the plugin class registered as ``name`` (only if it is ``cls``, when given; nothing if none)."""
+        table = self._table(kind)
+        if name in table and (cls is None or table[name].cls is cls):
+            del table[name]
+
     def _entry(self, kind: str, cls: type, plugin: str, distribution: str | None, version: str | None) -> Entry:
         base = KINDS[kind][0]
         if not (isinstance(cls, type) and issubclass(cls, base)):
@@ -169,6 +209,54 @@ def get_registry() -> Registry:
     if _default is None:
         _default = Registry.from_entry_points()
     return _default
+
+
+def register(*classes: type) -> None:
+    """Register plugin classes in this process's registry, as if a package's entry point named them.
+
+    For notebooks and tests: scenarios then use the classes by their ``name``, with the ``serial``
+    executor and with ``processes`` where workers fork from this process (Linux); a Dask cluster's
+    workers load plugins from entry points only. :func:`registered` undoes it on exit.
+
+    Parameters
+    ----------
+    *classes
+        Subclasses of :class:`ldpsim.Mechanism`, ``Estimator``, ``Dataset``, ``Metric`` or ``Executor``.
+
+    Raises
+    ------
+    PluginError
+        If a class is not a plugin class or its name is taken (nothing is registered then).
+    """
+    registry = get_registry()
+    done: list[Entry] = []
+    try:
+        for cls in classes:
+            done.append(registry.register(cls))
+    except PluginError:
+        for entry in done:
+            registry.unregister(entry.kind, entry.name)
+        raise
+
+
+@contextmanager
+def registered(*classes: type) -> Iterator[Registry]:
+    """:func:`register` the classes for the ``with`` block only; yields the registry.
+
+    Examples
+    --------
+    >>> with ldpsim.registered(Neighbour):  # doctest: +SKIP
+    ...     ds = ldpsim.run_scenario(scenario)
+    """
+    register(*classes)
+    registry = get_registry()
+    try:
+        yield registry
+    finally:
+        for cls in classes:
+            for kind, (base, _) in KINDS.items():
+                if issubclass(cls, base):
+                    registry.unregister(kind, cls.name, cls)
 
 
 def reset_registry() -> None:

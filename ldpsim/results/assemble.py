@@ -5,7 +5,9 @@ for the core's, ``outputs`` on estimators and metrics for theirs), laid out by i
 with ``<sweeps>`` one dimension per sweep axis in scenario order and ``<domain>`` the
 domain's (``value``, or ``row, col`` for grids). The core's:
 
-* ``error(metric, estimator, <sweeps>, rep)``
+* one variable per metric, named by its label (``tv(estimator, <sweeps>, rep)``, ...), with the
+  metric's ``long_name`` and ``units`` (:mod:`ldpsim.results.scores`); the declaration
+  ``scores(metric, estimator, TASK)`` of :mod:`ldpsim.results.variables` is split this way
 * ``estimate(estimator, <sweeps>, rep, <domain>)``
 * ``truth(<sweeps>, rep, <domain>)``: the empirical distribution of the users' true values
 * ``noisy(<sweeps>, rep, <domain>)``: the reports read as domain values (:mod:`ldpsim.results.noisy`),
@@ -14,8 +16,9 @@ domain's (``value``, or ``row, col`` for grids). The core's:
   coordinate ``stop_rule(estimator)`` names each estimator's stopping rule
 * ``distinct_reports(<sweeps>, rep)``, ``users(<sweeps>)``
 
-Coordinates carry ``long_name`` and ``units`` (:mod:`ldpsim.results.labels`), each metric's are in
-``metric_long_name`` and ``metric_units``. The attributes (provenance) come from the caller.
+Coordinates carry ``long_name`` and ``units`` (:mod:`ldpsim.results.labels`); ``seed(rep)`` names the
+root seed each repetition drew from, so results of several seeds can be combined
+(:func:`ldpsim.results.combine.merge_results`). The attributes (provenance) come from the caller.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ from ..estimation.estimator import Estimator
 from ..model.domains import Domain, Grid
 from ..model.metric import Metric
 from ..model.variables import DOMAIN, POINT, TASK, Variable
-from .labels import describe
+from .labels import describe, metric_long_name, metric_units
+from .scores import SCORE_ATTR
 
 
 class SweepAxis(Protocol):
@@ -86,8 +90,15 @@ class Layout:
         return tuple(out)
 
 
-def assemble(layout: Layout, results: Sequence[TaskValues], *, attrs: Mapping[str, Any] | None = None) -> xr.Dataset:
-    """Stack task results into one labelled dataset, each variable as it is declared."""
+def assemble(
+    layout: Layout, results: Sequence[TaskValues], *, attrs: Mapping[str, Any] | None = None, seed: int | None = None
+) -> xr.Dataset:
+    """Stack task results into one labelled dataset, each variable as it is declared.
+
+    A variable whose dims start with ``metric`` becomes one variable per metric, named by the
+    metric's label and carrying its long name and units. ``seed`` (the run's root seed) becomes
+    the coordinate ``seed(rep)``.
+    """
     domain = layout.domain
     data: dict[str, tuple[tuple[str, ...], np.ndarray, dict[str, str]]] = {}
     for var in layout.variables:
@@ -96,26 +107,43 @@ def assemble(layout: Layout, results: Sequence[TaskValues], *, attrs: Mapping[st
             continue
         if DOMAIN in var.dims:
             array = domain.reshape(array)
-        data[var.name] = (layout.dims(var), array, var.attrs())
+        dims = layout.dims(var)
+        if dims[:1] == ("metric",):
+            for label, metric, score in zip(layout.metrics, layout.metrics.values(), array):
+                data[label] = (dims[1:], score, _score_attrs(var, metric, domain))
+        else:
+            data[var.name] = (dims, array, var.attrs())
 
-    first_estimators, first_metrics = layout.estimators.values(), layout.metrics.values()
+    first_estimators = layout.estimators.values()
     coords: dict[str, Any] = {a.name: np.asarray(a.labels) for a in layout.axes}
     coords.update(
         rep=np.arange(layout.repetitions),
         estimator=list(layout.estimators),
-        metric=list(layout.metrics),
         estimator_name=("estimator", [type(e).name for e in first_estimators]),
         stop_rule=("estimator", [e.stopping_rule for e in first_estimators]),
-        metric_name=("metric", [type(m).name for m in first_metrics]),
         **domain.coords(),
     )
+    if seed is not None:
+        coords["seed"] = ("rep", np.full(layout.repetitions, seed, dtype=np.int64))
     if isinstance(domain, Grid):
         coords["y"] = ("row", (np.arange(domain.rows) + 0.5) * domain.cell)
         coords["x"] = ("col", (np.arange(domain.cols) + 0.5) * domain.cell)
     ds = xr.Dataset(data, coords=coords)
-    describe(ds, layout.axes, domain, layout.metrics)
+    describe(ds, layout.axes, domain)
     ds.attrs = dict(attrs or {})
     return ds
+
+
+def _score_attrs(var: Variable, metric: Metric, domain: Domain) -> dict[str, str]:
+    """CF attributes of one metric's score: its long name, its units ("1": dimensionless), its plugin."""
+    attrs = {k: v for k, v in var.attrs().items() if k not in ("long_name", "units")}
+    units = metric_units(metric, domain) or ("1" if not type(metric).units else "")
+    return {
+        "long_name": metric_long_name(metric),
+        **({"units": units} if units else {}),
+        **attrs,
+        SCORE_ATTR: type(metric).name,
+    }
 
 
 def _stack(layout: Layout, var: Variable, results: Sequence[TaskValues]) -> np.ndarray | None:

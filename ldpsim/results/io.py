@@ -12,6 +12,7 @@ import xarray as xr
 
 from ..base.atomic import atomic_path
 from ..base.errors import LdpsimError
+from .scores import from_error_layout, score_names
 
 ENGINE: Final = "netcdf4"
 
@@ -44,7 +45,8 @@ def is_results_file(path: str | os.PathLike) -> bool:
             if fh.read(len(_HDF5_SIGNATURE)) != _HDF5_SIGNATURE:
                 return False
         with xr.open_dataset(path, engine=ENGINE) as ds:
-            return _written_by_ldpsim(ds)
+            ds = from_error_layout(ds)
+            return _written_by_ldpsim(ds) and bool(score_names(ds))
     except (OSError, ValueError, RuntimeError):
         return False
 
@@ -121,7 +123,10 @@ def write_error(path: str | os.PathLike, exc: BaseException, *, field: str = "ou
 
 
 def open_results(path: str | os.PathLike) -> xr.Dataset:
-    """Load a results file fully into memory (the file is closed on return)."""
+    """Load a results file fully into memory (the file is closed on return).
+
+    Files written before each metric's score had its own variable are read in today's layout.
+    """
     path = Path(path)
     if not path.is_file():
         raise LdpsimError(f"results file '{path}' not found", hint="check the path")
@@ -132,6 +137,7 @@ def open_results(path: str | os.PathLike) -> xr.Dataset:
         raise LdpsimError(
             f"'{path}' is not a readable netCDF file ({exc})", hint="give a file written by `ldpsim run`"
         ) from None
-    if not _written_by_ldpsim(ds):
+    ds = from_error_layout(ds)
+    if not _written_by_ldpsim(ds) or not score_names(ds):
         raise LdpsimError(f"'{path}' is not an ldpsim results file", hint="give a file written by `ldpsim run`")
     return ds

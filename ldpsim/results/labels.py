@@ -10,7 +10,7 @@ the domain's unit of distance (a grid's ``unit``; integers carry none).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 import xarray as xr
@@ -57,7 +57,7 @@ def axis_long_name(axis: SweepAxis) -> str:
     return last.pop() if len(last) == 1 else axis.name
 
 
-def describe(ds: xr.Dataset, axes: Iterable[SweepAxis], domain: Domain, metrics: Mapping[str, Metric]) -> xr.Dataset:
+def describe(ds: xr.Dataset, axes: Iterable[SweepAxis], domain: Domain) -> xr.Dataset:
     """Add long names and units to the coordinates of an assembled results dataset (in place); return it."""
     for axis in axes:
         long_name = axis_long_name(axis)
@@ -67,15 +67,14 @@ def describe(ds: xr.Dataset, axes: Iterable[SweepAxis], domain: Domain, metrics:
         ds[axis.name].attrs.update(attrs)
     ds["rep"].attrs.update(long_name="repetition")
     ds["estimator"].attrs.update(long_name="estimator")
-    ds["metric"].attrs.update(long_name="metric")
     for name, long_name in (
         ("estimator_name", "registered name of the estimator plugin"),
         ("stop_rule", "stopping rule: delta (the paper's |L(t) - L(t-1)| < delta), kkt (certified MLE), none"),
     ):
         if name in ds.coords:
             ds[name].attrs.update(long_name=long_name)
-    ds.coords["metric_long_name"] = ("metric", [metric_long_name(m) for m in metrics.values()])
-    ds.coords["metric_units"] = ("metric", [metric_units(m, domain) for m in metrics.values()])
+    if "seed" in ds.coords:
+        ds["seed"].attrs.update(long_name="root seed of the repetition's randomness")
     unit = distance_unit(domain)
     if domain.name == "grid":
         ds["row"].attrs.update(long_name="row")

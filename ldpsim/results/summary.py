@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from .scores import score_names, sweep_dims
+
 #: the attribute marking a per-estimate variable whose mean over repetitions the summary shows
 SUMMARY_ATTR = "summary"
 
@@ -22,9 +24,11 @@ def summary_variables(ds: xr.Dataset) -> list[str]:
 
 def summarize(ds: xr.Dataset) -> list[dict[str, Any]]:
     """Per sweep point and estimator: mean and sd of each metric over repetitions, and the mean of each summary variable."""
-    sweeps = [str(d) for d in ds["error"].dims if d not in ("metric", "estimator", "rep")]
-    mean = ds["error"].mean("rep")
-    spread = ds["error"].std("rep", ddof=1) if ds.sizes["rep"] > 1 else xr.zeros_like(mean) * np.nan
+    sweeps = sweep_dims(ds)
+    metrics = score_names(ds)
+    mean = {m: ds[m].mean("rep") for m in metrics}
+    several = ds.sizes["rep"] > 1
+    spread = {m: ds[m].std("rep", ddof=1) if several else xr.full_like(mean[m], np.nan) for m in metrics}
     extra = summary_variables(ds)
     means = {name: ds[name].mean("rep") for name in extra}
     rows = []
@@ -33,9 +37,9 @@ def summarize(ds: xr.Dataset) -> list[dict[str, Any]]:
         for est in ds["estimator"].values:
             row: dict[str, Any] = {d: ds[d].values[i] for d, i in sel.items()}
             row["estimator"] = str(est)
-            for met in ds["metric"].values:
-                at = {"estimator": est, "metric": met}
-                row[str(met)] = (float(mean.isel(sel).sel(at)), float(spread.isel(sel).sel(at)))
+            for met in metrics:
+                at = {"estimator": est}
+                row[met] = (float(mean[met].isel(sel).sel(at)), float(spread[met].isel(sel).sel(at)))
             for name, avg in means.items():
                 row[name] = float(avg.isel(sel).sel(estimator=est))
             rows.append(row)

@@ -17,10 +17,10 @@ from .noisy import NOISY_DESCRIPTION
 PER_ESTIMATE = ("estimator", TASK)
 
 CORE: tuple[Variable, ...] = (
-    Variable(
-        "error",
+    Variable(  # stored as one variable per metric, named by its label (ldpsim.results.scores)
+        "scores",
         ("metric", "estimator", TASK),
-        "distance from estimate to truth, by metric",
+        "each metric's score of the estimate against the truth",
         source="metric",
     ),
     Variable("estimate", (*PER_ESTIMATE, DOMAIN), "estimated distribution", attr="distribution"),

@@ -20,7 +20,7 @@ import json
 import os
 import platform
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -31,6 +31,7 @@ import numpy as np
 from ..model.params import Configurable, _show
 from ..plugin.registry import Entry, get_registry
 from .build import Builder, Setup
+from .paths import parse_path, related
 from .scenario import Scenario
 
 #: libraries whose version the results record (numpy and scipy also enter checkpoint fingerprints)
@@ -168,11 +169,60 @@ def provenance(
         "scenario_sha256": hashlib.sha256(text.encode()).hexdigest(),
         "overrides": json.dumps(list(scenario.overrides)),
         "resolved_scenario": scenario.resolved_json(),
+        **settings(scenario),
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "python": code["python"],
         **{library: _version(library) for library in LIBRARIES},
         "wall_seconds": float(wall_seconds),
     }
+
+
+#: top-level fields already recorded under their own attribute (title, description, seed, repetitions)
+_RECORDED = ("name", "description", "seed", "repetitions", "sweep")
+
+
+def settings(scenario: Scenario) -> dict[str, Any]:
+    """Every setting of the resolved scenario that no sweep axis sets, as a plain attribute.
+
+    The attribute is named by the field's path, as ``--set`` names it
+    (``cohorts.everyone.reports.0.eps``), so no setting needs ``json.loads`` to be read; swept fields
+    are the results' coordinates instead. netCDF attributes hold numbers, strings and flat lists of
+    either: booleans become ``"true"``/``"false"``, nested tables and lists of tables one attribute
+    per entry.
+    """
+    swept = [(path, len(parse_path(path))) for axis in scenario.axes for path in axis.paths]
+    out: dict[str, Any] = {}
+
+    def walk(path: str, value: Any) -> None:
+        if path and any(related(path, s) and len(parse_path(path)) >= depth for s, depth in swept):
+            return  # the field is swept, or inside a swept table
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                walk(f"{path}.{key}" if path else str(key), item)
+        elif isinstance(value, list) and value and all(_scalar(v) for v in value):
+            numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+            out[path] = np.asarray(value) if numbers else [_attr_value(v) for v in value]
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(f"{path}.{i}", item)
+        elif value is not None:
+            out[path] = _attr_value(value)
+
+    walk("", {k: v for k, v in scenario.document.items() if k not in _RECORDED})
+    return out
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, str | int | float | bool)
+
+
+def _attr_value(value: Any) -> Any:
+    """A netCDF attribute value: numbers as they are, booleans and anything else as text."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float | str):
+        return value
+    return str(value)
 
 
 def _relative(text: str, plugin: Configurable, base_dir: Path) -> str:

@@ -17,8 +17,9 @@ import xarray as xr
 
 from ..base.errors import LdpsimError
 from ..theory.diagnostics import check_estimate
-from .runner import preflight, simulate, tasks
+from .runner import preflight
 from .scenario import load_scenario
+from .tasks import Task, simulate
 
 
 def check_results(ds: xr.Dataset, base_dir: str | os.PathLike | None = None) -> list[dict[str, Any]]:
@@ -67,16 +68,27 @@ def check_results(ds: xr.Dataset, base_dir: str | os.PathLike | None = None) -> 
     sweeps = [a.name for a in scenario.axes]
     estimators = [str(e) for e in ds["estimator"].values]
     rows = []
-    for task in tasks(scenario):
-        _, truth, observations = simulate(task, scenario.builder)
-        at = {**dict(zip(sweeps, task.point.index)), "rep": task.rep}
-        stored = ds["truth"].isel(at).values.ravel()
-        if stored.shape != truth.shape or not np.allclose(stored, truth, rtol=0, atol=1e-12):
-            raise LdpsimError(
-                f"regenerating the reports of {at} gives other true values than the file holds",
-                hint="the results were made with other plugins or versions; rerun the scenario",
-            )
-        for e, label in enumerate(estimators):
-            report = check_estimate(observations, ds["estimate"].isel({**at, "estimator": e}).values.ravel())
-            rows.append({**{d: ds[d].values[i] for d, i in at.items()}, "estimator": label, "report": report})
+    for rep, seed, seed_rep in repetitions(ds):
+        for point in scenario.points():
+            task = Task(point, seed_rep, seed, scenario.base_dir, "recheck")
+            _, truth, observations = simulate(task, scenario.builder)
+            at = {**dict(zip(sweeps, point.index)), "rep": rep}
+            stored = ds["truth"].isel(at).values.ravel()
+            if stored.shape != truth.shape or not np.allclose(stored, truth, rtol=0, atol=1e-12):
+                raise LdpsimError(
+                    f"regenerating the reports of {at} gives other true values than the file holds",
+                    hint="the results were made with other plugins or versions; rerun the scenario",
+                )
+            for e, label in enumerate(estimators):
+                report = check_estimate(observations, ds["estimate"].isel({**at, "estimator": e}).values.ravel())
+                rows.append({**{d: ds[d].values[i] for d, i in at.items()}, "estimator": label, "report": report})
     return rows
+
+
+def repetitions(ds: xr.Dataset) -> list[tuple[int, int, int]]:
+    """``(rep, seed, seed_rep)`` of every repetition: its index in ``ds``, the root seed and the repetition
+    index it was drawn with (they differ from the file's seed and ``rep`` in merged results)."""
+    n = ds.sizes["rep"]
+    seeds = ds["seed"].values if "seed" in ds.coords else np.full(n, int(ds.attrs["seed"]))
+    reps = ds["seed_rep"].values if "seed_rep" in ds.coords else ds["rep"].values
+    return [(i, int(seeds[i]), int(reps[i])) for i in range(n)]

@@ -164,7 +164,7 @@ def execute(
     if len(results) != len(todo):
         raise RuntimeError(f"executor '{runner.name}' returned {len(results)} results for {len(todo)} tasks")
     attrs = provenance(scenario, wall_seconds=time.perf_counter() - started)
-    return assemble(layout(scenario), results, attrs=attrs)
+    return assemble(layout(scenario), results, attrs=attrs, seed=scenario.seed)
 
 
 def layout(scenario: Scenario) -> Layout:

@@ -52,7 +52,7 @@ from ..results.variables import declared
 from .build import Builder, Setup, check_setups
 from .paths import parse_override, parse_path, related, set_path
 from .schema import MAX_SEED, check_fields, int_field, normalize, str_field
-from .sweep import Axis, Point, grid_points, parse_axes
+from .sweep import RESERVED_AXES, Axis, Point, grid_points, parse_axes
 
 
 @dataclass(frozen=True)
@@ -209,12 +209,16 @@ def _read(source: str | Path | Mapping[str, Any]) -> tuple[str | None, dict, Pat
     return text, doc, path
 
 
-#: coordinates every results file has besides the sweep axes (see ldpsim.results.assemble)
-RESULT_COORDS = ("estimator_name", "stop_rule", "metric_name", "metric_long_name", "metric_units", "x", "y")
+#: coordinates every results file has besides the sweep axes (see ldpsim.results.assemble, .combine)
+RESULT_COORDS = ("estimator_name", "stop_rule", "seed", "seed_rep", "x", "y")
 
 
 def _check_axis_names(axes: Sequence[Axis], setup: Setup) -> None:
-    """A sweep axis may not take the name of a result variable or coordinate (it would clash in the results)."""
+    """Sweep axes and metric labels name results' dimensions and variables: they may not clash.
+
+    A metric's score is the variable named by the metric's label, so a label may not be the name of
+    another result variable, a coordinate or a sweep axis either.
+    """
     taken = {v.name for v in declared([*setup.estimators.values(), *setup.metrics.values()])}
     taken.update(RESULT_COORDS)
     for axis in axes:
@@ -223,4 +227,13 @@ def _check_axis_names(axes: Sequence[Axis], setup: Setup) -> None:
                 f"axis name '{axis.name}' is the name of a result variable",
                 field=f"sweep.{axis.name}",
                 hint=f"rename the axis, e.g. [sweep.n_{axis.name}]",
+            )
+    taken.update(a.name for a in axes)
+    taken.update(RESERVED_AXES)
+    for label, metric in setup.metrics.items():
+        if label in taken:
+            raise ScenarioError(
+                f"metric label '{label}' is the name of a result variable, coordinate or dimension",
+                field=f"metrics.{label}",
+                hint=f'give the metric another label, e.g. [metrics.{label}_score] with name = "{metric.name}"',
             )

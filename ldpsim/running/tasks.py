@@ -61,7 +61,7 @@ class Task:
 class TaskResult:
     """What one task produced: a value per declared variable (:func:`ldpsim.results.variables.declared`).
 
-    ``values[name]`` is indexed like the variable's dims without the run's: ``error`` is
+    ``values[name]`` is indexed like the variable's dims without the run's: ``scores`` is
     (metrics, estimators), ``estimate`` (estimators, values), ``truth`` (values), ``users`` a
     scalar. An optional variable the task could not give (``noisy`` on bit vectors) is absent.
     """

@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from ..base.errors import ParameterError
 from ..base.hooks import overrides
 from ..model.domains import Domain
 from ..model.mechanism import PUBLIC_WRAPPERS, ROW_SUM_TOL, Mechanism
 from ..model.privacy import geo_level, ldp_level, lip_level
+from .contracts import check_configurable
 
 __all__ = [
     "check_capabilities",
@@ -363,28 +363,8 @@ def check_privacy_claim(mech: Mechanism, *, seed: int = 0) -> None:
 
 def check_parameters(cls: type[Mechanism], domain: Domain, valid: dict[str, Any]) -> None:
     """Valid parameters construct; unknown names, wrong types and out-of-range values raise a
-    ParameterError that names the parameter."""
-    cls(domain, **valid)
-    try:
-        cls(domain, **valid, no_such_parameter=1)
-    except ParameterError as exc:
-        assert "no_such_parameter" in str(exc), f"{cls.__name__}: the error does not name the unknown parameter"
-    else:
-        raise AssertionError(f"{cls.__name__} accepted an unknown parameter")
-    for name, param in cls.parameters().items():
-        bad_values: list[Any] = [{"not": "a valid value"}]  # no parameter kind accepts a table
-        if {"float", "int"} & set(param.kinds):
-            bad_values.append("not a number")
-            for bound, delta in ((param.gt, 0), (param.ge, -1), (param.lt, 0), (param.le, 1)):
-                if bound is not None:
-                    bad_values.append(bound + delta)
-        for bad in bad_values:
-            try:
-                cls(domain, **{**valid, name: bad})
-            except ParameterError as exc:
-                assert name in str(exc), f"{cls.__name__}: the error for {name}={bad!r} does not name {name}: {exc}"
-            else:
-                raise AssertionError(f"{cls.__name__} accepted {name}={bad!r}")
+    ParameterError that names the parameter (:func:`~ldpsim.theory.contracts.check_configurable`)."""
+    check_configurable(cls, valid, domain)
 
 
 def _sampled_reports(mech: Mechanism, seed: int, per_value: int = 200) -> np.ndarray:

@@ -1,0 +1,129 @@
+"""Combining results files: the repetitions of one scenario run with several seeds, as one dataset.
+
+Every repetition carries the root seed it drew from (coordinate ``seed(rep)``), so repetitions
+of several runs can sit side by side; after a merge ``seed_rep(rep)`` keeps the index each was
+drawn with, so ``ldpsim check estimate`` regenerates every one of them. Files combine only when
+they hold the same experiment: the same resolved scenario apart from its seed and number of
+repetitions, the same code (``code_sha256``), the same sweep points, estimators and metrics, and
+no repetition twice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from ..base.errors import LdpsimError
+from .scores import score_names
+
+#: scenario fields that may differ between the files of a merge
+_FREE = ("seed", "repetitions")
+
+_HINT = "merge only results of one scenario run with different seeds (or repetitions) by the same code"
+
+
+def merge_results(datasets: Sequence[xr.Dataset], names: Sequence[str] | None = None) -> xr.Dataset:
+    """The repetitions of several results of one scenario, as one dataset along ``rep``.
+
+    Parameters
+    ----------
+    datasets
+        Results (:func:`ldpsim.run_scenario`, or files opened with :func:`ldpsim.open_results`).
+    names
+        What to call each in errors and in the ``history`` attribute (file names); default
+        ``results 1``, ``results 2``, ...
+
+    Returns
+    -------
+    xarray.Dataset
+        ``rep`` renumbered from 0, ``seed(rep)`` and ``seed_rep(rep)`` naming each repetition's
+        seed and index under it; the attributes the inputs share, ``repetitions`` (the total),
+        ``wall_seconds`` (the sum) and a ``history`` line. The resolved scenario loses its seed.
+
+    Raises
+    ------
+    LdpsimError
+        On the first difference that makes the results incomparable, naming the file and the field.
+    """
+    if len(datasets) < 2:
+        raise LdpsimError("give at least two results to merge", hint=_HINT)
+    names = list(names) if names is not None else [f"results {i + 1}" for i in range(len(datasets))]
+    first = datasets[0]
+    for ds, name in zip(datasets[1:], names[1:]):
+        _check_compatible(first, ds, names[0], name)
+    parts = [_with_runs(ds) for ds in datasets]
+    seen: set[tuple[int, int]] = set()
+    for part, name in zip(parts, names):
+        for seed, rep in zip(part["seed"].values, part["seed_rep"].values):
+            if (int(seed), int(rep)) in seen:
+                raise LdpsimError(
+                    f"{name} repeats repetition {rep} of seed {seed}, which an earlier file holds",
+                    hint="merge results of different seeds; the same run twice would count twice",
+                )
+            seen.add((int(seed), int(rep)))
+    try:
+        merged = xr.concat(parts, "rep", data_vars="minimal", coords="minimal", combine_attrs="drop_conflicts")
+    except (ValueError, xr.MergeError) as exc:
+        raise LdpsimError(f"the results cannot be combined ({exc})", hint=_HINT) from None
+    merged = merged.assign_coords(rep=np.arange(merged.sizes["rep"]))
+    merged["rep"].attrs.update(first["rep"].attrs)
+    merged["seed_rep"].attrs.update(long_name="repetition index under its seed")
+    merged.attrs.update(_merged_attrs(datasets, names))
+    return merged
+
+
+def _with_runs(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with ``seed(rep)`` and ``seed_rep(rep)`` (older single-seed files have neither)."""
+    n = ds.sizes["rep"]
+    seeds = ds["seed"].values if "seed" in ds.coords else np.full(n, int(ds.attrs.get("seed", 0)))
+    reps = ds["seed_rep"].values if "seed_rep" in ds.coords else ds["rep"].values
+    return ds.assign_coords(seed=("rep", np.asarray(seeds, dtype=np.int64)), seed_rep=("rep", np.asarray(reps)))
+
+
+def _scenario(ds: xr.Dataset, name: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(ds.attrs["resolved_scenario"])
+    except (KeyError, ValueError):
+        raise LdpsimError(f"{name} records no resolved scenario", hint="give files written by `ldpsim run`") from None
+    return {k: v for k, v in doc.items() if k not in _FREE}
+
+
+def _check_compatible(a: xr.Dataset, b: xr.Dataset, name_a: str, name_b: str) -> None:
+    """Refuse, on one line, the first difference between ``b`` and ``a`` besides seed and repetitions."""
+    doc_a, doc_b = _scenario(a, name_a), _scenario(b, name_b)
+    if doc_a != doc_b:
+        field = next(k for k in sorted({*doc_a, *doc_b}) if doc_a.get(k) != doc_b.get(k))
+        raise LdpsimError(f"{name_b} ran another scenario than {name_a}: '{field}' differs", hint=_HINT)
+    if a.attrs.get("code_sha256") != b.attrs.get("code_sha256"):
+        raise LdpsimError(
+            f"{name_b} was made by other code than {name_a} (code_sha256 differs)",
+            hint="rerun both with one version of ldpsim and its plugins",
+        )
+    if score_names(a) != score_names(b) or set(a.data_vars) != set(b.data_vars):
+        raise LdpsimError(f"{name_b} holds other variables than {name_a}", hint=_HINT)
+    for coord in a.coords:
+        if "rep" in a[coord].dims or coord in ("seed", "seed_rep"):
+            continue
+        if coord not in b.coords or not a[coord].equals(b[coord]):
+            raise LdpsimError(f"{name_b} has other '{coord}' values than {name_a}", hint=_HINT)
+
+
+def _merged_attrs(datasets: Sequence[xr.Dataset], names: Sequence[str]) -> dict[str, Any]:
+    doc = json.loads(datasets[0].attrs["resolved_scenario"])
+    total = sum(ds.sizes["rep"] for ds in datasets)
+    doc = {k: v for k, v in doc.items() if k != "seed"} | {"repetitions": total}
+    seeds = sorted({int(s) for ds in datasets for s in _with_runs(ds)["seed"].values})
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    lines = [str(ds.attrs["history"]) for ds in datasets if "history" in ds.attrs]
+    lines.append(f"{now} ldpsim merge {' '.join(names)} (seeds {', '.join(map(str, seeds))})")
+    return {
+        "repetitions": np.int64(total),
+        "wall_seconds": float(sum(float(ds.attrs.get("wall_seconds", np.nan)) for ds in datasets)),
+        "resolved_scenario": json.dumps(doc, sort_keys=True, default=str),
+        "history": "\n".join(lines),
+    }
