@@ -42,7 +42,7 @@ from .model.mechanism import ROW_SUM_TOL, STRUCTURED_MIN_SIZE, Capabilities, Mec
 from .model.metric import Metric
 from .model.params import Configurable, Param
 from .model.privacy import Privacy, geo_level, ldp_level, lip_level
-from .model.variables import DOMAIN, POINT, TASK, Variable
+from .model.variables import DOMAIN, POINT, ROUND, TASK, Variable
 from .plugin.executor import Executor
 from .plugin.hookspecs import hookimpl
 from .plugin.registry import PluginWarning, Registry, get_registry
@@ -71,6 +71,7 @@ __all__ = [
     "DOMAIN",
     "POINT",
     "TASK",
+    "ROUND",
     "Variable",
     "DEFAULT_MAX_ITER",
     "DEFAULT_TOL",
