@@ -46,6 +46,11 @@ def plan_rounds(plan: Sequence[Mechanism]) -> int:
     return sum(m.rounds for m in plan)
 
 
+def round_channels(plan: Sequence[Mechanism]) -> list[Mechanism]:
+    """The one-report channel of each round a plan covers, in order (what per-round estimates use)."""
+    return [mech.round_channel(t) for mech in plan for t in range(mech.rounds)]
+
+
 def unique_rows(reports: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct rows of an (n, w) integer array, and how often each occurs."""
     if reports.shape[0] == 0:

@@ -712,7 +712,8 @@ def _fmt(value) -> str:  # noqa: ANN001
 
 
 def _grid_size(ds) -> int:  # noqa: ANN001
-    sweeps = [d for d in ds["error"].dims if d not in ("metric", "estimator", "rep")]
+    """Sweep points (a run estimating after every round is one run, not one per round)."""
+    sweeps = [d for d in ds["error"].dims if d not in ("metric", "estimator", "rep", "round")]
     size = 1
     for d in sweeps:
         size *= ds.sizes[d]
