@@ -334,3 +334,28 @@ def test_the_command_line_refuses_a_bad_rounds_value_in_one_line(tmp_path):
 def test_scenario_error_is_the_scenario_kind():
     with pytest.raises(ScenarioError):
         ldpsim.run_scenario(scenario(rounds="often"))
+
+
+def test_an_estimator_round_by_round_is_checked_against_the_rounds_channels():
+    """krr-mle needs one k-RR report per user: refused on a plan of three, accepted round by round."""
+    doc = scenario(users=2000, repetitions=1, estimators={"mle": {"name": "krr-mle", "rounds": "each"}})
+    doc["cohorts"] = {"all": {"reports": [{"mechanism": "krr", "eps": 1.0, "repeat": 3}]}}
+    ds = ldpsim.run_scenario(doc)
+    assert ds.sizes["round"] == 3 and np.isfinite(ds["error"].values).all()
+    doc["estimators"] = {"mle": {"name": "krr-mle"}}
+    with pytest.raises(ldpsim.LdpsimError, match="krr-mle needs every user to send one report"):
+        ldpsim.run_scenario(doc)
+
+
+def test_a_variable_declared_without_round_keeps_the_last_rounds_value():
+    from ldpsim import DOMAIN as VALUES
+    from ldpsim import ROUND, TASK, Variable
+    from ldpsim.running.tasks import _by_round
+
+    per_round = Variable("band", ("estimator", TASK, ROUND, VALUES), "per round")
+    last = Variable("width", ("estimator", TASK), "after the last round")
+    rounds = [{"band": np.full((2, 3), t), "width": np.full(2, 10.0 * t)} for t in (1, 2, 3)]
+    got = _by_round((per_round, last), rounds, 3)
+    assert got["band"].shape == (2, 3, 3) and (got["band"][:, 1] == 2).all()  # (estimators, rounds, values)
+    np.testing.assert_array_equal(got["width"], [30.0, 30.0])
+    assert per_round.item_dims == (VALUES,) and per_round.per_round and not last.per_round
