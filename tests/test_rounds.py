@@ -359,3 +359,16 @@ def test_a_variable_declared_without_round_keeps_the_last_rounds_value():
     assert got["band"].shape == (2, 3, 3) and (got["band"][:, 1] == 2).all()  # (estimators, rounds, values)
     np.testing.assert_array_equal(got["width"], [30.0, 30.0])
     assert per_round.item_dims == (VALUES,) and per_round.per_round and not last.per_round
+
+
+def test_merge_rows_is_sum_equal_rows():
+    from ldpsim.estimation.observations import merge_rows, sum_equal_rows
+
+    rng = np.random.default_rng(4)
+    for spans in ((3, 5, 2), (2**40, 2**30), (7,)):  # the second overflows 62 bits: the fallback
+        reports = np.column_stack([rng.integers(-2, span, size=500) % (span + 2) - 2 for span in spans])
+        reports = np.concatenate([reports, reports[:100]])
+        counts = rng.integers(1, 9, size=reports.shape[0])
+        for a, b in zip(merge_rows(reports, counts), sum_equal_rows(reports, counts)):
+            np.testing.assert_array_equal(a, b)
+            assert a.dtype == np.int64

@@ -80,6 +80,22 @@ def sum_equal_rows(reports: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray,
     return uniq, summed
 
 
+def merge_rows(reports: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`sum_equal_rows`, the same rows in the same (lexicographic) order, faster on many rows:
+    each row packed into one integer when the columns' spans allow, so one 1-D sort replaces a sort of rows."""
+    if reports.shape[0] == 0 or reports.shape[1] == 0:
+        return sum_equal_rows(reports, counts)
+    lo = reports.min(axis=0)
+    spans = reports.max(axis=0) - lo + 1
+    if float(np.log2(spans.astype(float)).sum()) >= 62:
+        return sum_equal_rows(reports, counts)
+    keys = np.ravel_multi_index(tuple((reports - lo).T), tuple(int(v) for v in spans))
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    summed = np.bincount(inverse.ravel(), weights=counts, minlength=len(uniq)).astype(np.int64)
+    rows = np.column_stack(np.unravel_index(uniq, tuple(int(v) for v in spans))) + lo
+    return rows.astype(np.int64), summed
+
+
 @dataclass(frozen=True, eq=False)
 class ReportGroup:
     """Distinct report tuples of the users who applied one plan, with counts."""
@@ -144,7 +160,7 @@ class ReportGroup:
         width = plan_width(plan)
         if t < 1 or plan[-1].report_width > self.plan[len(plan) - 1].report_width:
             raise ValueError(f"cannot cut plan {self.plan} after {t} rounds")
-        return ReportGroup(tuple(plan), *sum_equal_rows(self.reports[:, :width], self.counts))
+        return ReportGroup(tuple(plan), *merge_rows(self.reports[:, :width], self.counts))
 
     def round_alone(self, t: int) -> ReportGroup:
         """Round ``t`` (1-based) alone: its reports through the round's one-report channel.
@@ -165,7 +181,7 @@ class ReportGroup:
                         f"{mech!r}: round {left} has {reports.shape[1]} columns, its channel"
                         f" {channel!r} reports {channel.report_width}"
                     )
-                return ReportGroup((channel,), *sum_equal_rows(reports, self.counts))
+                return ReportGroup((channel,), *merge_rows(reports, self.counts))
             start += mech.report_width
             left -= mech.rounds
         raise AssertionError("unreachable: t was checked against the plan's rounds")
