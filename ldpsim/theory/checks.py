@@ -115,7 +115,9 @@ def check_rounds(mech: Mechanism, *, seed: int = 0) -> None:
     true value for the prefix and the round's channel.
     """
     tau = mech.rounds
-    assert isinstance(tau, int) and tau >= 1, f"{mech!r}: rounds must be a positive integer, got {tau!r}"
+    assert isinstance(tau, (int, np.integer)) and not isinstance(tau, bool) and tau >= 1, (
+        f"{mech!r}: rounds must be a positive integer, got {tau!r}"
+    )
     if not mech.capabilities.rounds:
         return
     columns = [mech.round_columns(t) for t in range(tau)]
