@@ -372,3 +372,19 @@ def test_merge_rows_is_sum_equal_rows():
         for a, b in zip(merge_rows(reports, counts), sum_equal_rows(reports, counts)):
             np.testing.assert_array_equal(a, b)
             assert a.dtype == np.int64
+
+
+def test_every_kind_of_figure_draws_results_with_a_round_dimension():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ldpsim.output.plotting import figure
+
+    ds = ldpsim.run_scenario(scenario(users=1000, repetitions=2))
+    for kind, options in (("summary", {}), ("box", {}), ("line", {"sweep": "round"}), ("bar", {"at": {"round": "3"}})):
+        fig = figure(ds, kind, **options)
+        assert fig.axes, kind
+        plt.close(fig)
