@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
     from .model.metric import Metric
     from .model.params import Configurable, Param
     from .model.privacy import Privacy, geo_level, ldp_level, lip_level
-    from .model.variables import DOMAIN, POINT, TASK, Variable
+    from .model.variables import DOMAIN, POINT, ROUND, TASK, Variable
     from .plugin.executor import Executor
     from .plugin.hookspecs import hookimpl
     from .plugin.registry import PluginWarning, Registry, get_registry, register, registered
@@ -126,6 +126,7 @@ _LAZY: dict[str, str] = {
     "check_mechanism": "theory.diagnostics",
     "mechanism_report": "theory.diagnostics",
     "rr_parameters": "theory.diagnostics",
+    "ROUND": "model.variables",
 }
 
 __all__ = [
@@ -209,6 +210,7 @@ __all__ = [
     "register",
     "registered",
     "__version__",
+    "ROUND",
 ]
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from ..model.domains import Domain
 from ..model.mechanism import Mechanism
 from ..model.params import Configurable, Param
-from ..model.variables import DOMAIN, TASK, Variable
+from ..model.variables import DOMAIN, ROUND, TASK, Variable
 from .engine import Likelihood
 from .observations import Observations
 from .unbiased import unbiased_estimate
@@ -76,23 +76,23 @@ class Estimate:
 INTERVAL_OUTPUTS: tuple[Variable, ...] = (
     Variable(
         "lower",
-        ("estimator", TASK, DOMAIN),
+        ("estimator", TASK, ROUND, DOMAIN),
         "lower confidence bound of each value's frequency",
         optional=True,
     ),
     Variable(
         "upper",
-        ("estimator", TASK, DOMAIN),
+        ("estimator", TASK, ROUND, DOMAIN),
         "upper confidence bound of each value's frequency",
         optional=True,
     ),
     Variable(
         "se",
-        ("estimator", TASK, DOMAIN),
+        ("estimator", TASK, ROUND, DOMAIN),
         "standard error of each value's frequency (NaN on the simplex's boundary)",
         optional=True,
     ),
-    Variable("confidence", ("estimator", TASK), "confidence level of lower and upper", optional=True),
+    Variable("confidence", ("estimator", TASK, ROUND), "confidence level of lower and upper", optional=True),
 )
 
 
@@ -106,6 +106,13 @@ class Estimator(Configurable):
     #: extra result variables this estimator gives (``source="estimate"``, dims starting with
     #: ``"estimator"``); :meth:`_estimate` returns their values in ``Estimate.extras``
     outputs: ClassVar[tuple[Variable, ...]] = ()
+    rounds = Param(
+        "str",
+        "all",
+        choices=("all", "each"),
+        doc="all: estimate from every round so far (GIBU on whole report sequences); each: from the last round's "
+        "reports alone, through that round's one-report channel (the per-round baseline of the peers)",
+    )
 
     def _estimate(self, observations: Observations) -> Estimate | np.ndarray:
         raise NotImplementedError
@@ -137,9 +144,15 @@ class Estimator(Configurable):
         return "none"
 
     def estimate(self, observations: Observations) -> Estimate:
-        """Estimate the distribution of the users' true values; timed and checked."""
+        """Estimate the distribution of the users' true values; timed and checked.
+
+        With ``rounds = "each"`` the estimate (and its log-likelihood and certificate) is that
+        of the last round's observations alone (:meth:`Observations.last_round`).
+        """
         if not isinstance(observations, Observations):
             raise TypeError("estimate() needs an Observations instance")
+        if self.rounds == "each":
+            observations = observations.last_round()
         start = time.perf_counter()
         result = self._estimate(observations)
         seconds = time.perf_counter() - start

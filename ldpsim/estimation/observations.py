@@ -5,6 +5,13 @@ one per report) and send the same report tuple are indistinguishable to the
 collector, so observations keep, per plan, the distinct report tuples and their
 counts. Memory and estimation cost follow the number of distinct reports, not
 the number of users.
+
+A plan covers ``sum(m.rounds for m in plan)`` rounds of collection, in plan
+order (a mechanism of today's plans is one round; a memoized protocol's report
+covers several). Observations restricted to the first t rounds
+(:meth:`Observations.prefix`) or to round t alone (:meth:`Observations.round_alone`)
+are read off the same reports, column slices re-aggregated, so estimates over
+time come from the same simulated users.
 """
 
 from __future__ import annotations
@@ -34,6 +41,16 @@ def plan_width(plan: Sequence[Mechanism]) -> int:
     return sum(m.report_width for m in plan)
 
 
+def plan_rounds(plan: Sequence[Mechanism]) -> int:
+    """How many rounds of collection a plan covers."""
+    return sum(m.rounds for m in plan)
+
+
+def round_channels(plan: Sequence[Mechanism]) -> list[Mechanism]:
+    """The one-report channel of each round a plan covers, in order (what per-round estimates use)."""
+    return [mech.round_channel(t) for mech in plan for t in range(mech.rounds)]
+
+
 def unique_rows(reports: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct rows of an (n, w) integer array, and how often each occurs."""
     if reports.shape[0] == 0:
@@ -61,6 +78,22 @@ def sum_equal_rows(reports: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray,
     uniq, inverse = np.unique(reports, axis=0, return_inverse=True)
     summed = np.bincount(inverse.ravel(), weights=counts, minlength=len(uniq)).astype(np.int64)
     return uniq, summed
+
+
+def merge_rows(reports: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`sum_equal_rows`, the same rows in the same (lexicographic) order, faster on many rows:
+    each row packed into one integer when the columns' spans allow, so one 1-D sort replaces a sort of rows."""
+    if reports.shape[0] == 0 or reports.shape[1] == 0:
+        return sum_equal_rows(reports, counts)
+    lo = reports.min(axis=0)
+    spans = reports.max(axis=0) - lo + 1
+    if float(np.log2(spans.astype(float)).sum()) >= 62:
+        return sum_equal_rows(reports, counts)
+    keys = np.ravel_multi_index(tuple((reports - lo).T), tuple(int(v) for v in spans))
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    summed = np.bincount(inverse.ravel(), weights=counts, minlength=len(uniq)).astype(np.int64)
+    rows = np.column_stack(np.unravel_index(uniq, tuple(int(v) for v in spans))) + lo
+    return rows.astype(np.int64), summed
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,6 +135,56 @@ class ReportGroup:
         for cols in runs:
             reports[:, cols] = np.sort(reports[:, cols], axis=1)
         return ReportGroup(self.plan, *sum_equal_rows(reports, self.counts))
+
+    @property
+    def rounds(self) -> int:
+        """How many rounds the plan covers."""
+        return plan_rounds(self.plan)
+
+    def prefix(self, t: int) -> ReportGroup:
+        """The group as it stood after its first ``t`` rounds (all of them if ``t >= rounds``).
+
+        The plan is cut after round t (a report spanning several rounds becomes its
+        mechanism's ``prefix``), the reports keep the columns of those rounds, and tuples
+        that became equal are merged.
+        """
+        if t >= self.rounds:
+            return self
+        plan: list[Mechanism] = []
+        left = t
+        for mech in self.plan:
+            if left <= 0:
+                break
+            plan.append(mech if left >= mech.rounds else mech.prefix(left))
+            left -= mech.rounds
+        width = plan_width(plan)
+        if t < 1 or plan[-1].report_width > self.plan[len(plan) - 1].report_width:
+            raise ValueError(f"cannot cut plan {self.plan} after {t} rounds")
+        return ReportGroup(tuple(plan), *merge_rows(self.reports[:, :width], self.counts))
+
+    def round_alone(self, t: int) -> ReportGroup:
+        """Round ``t`` (1-based) alone: its reports through the round's one-report channel.
+
+        What a collector who estimates round by round sees (the peers' per-round baselines):
+        the round's columns, re-aggregated, with the plan ``(channel,)``.
+        """
+        if not 1 <= t <= self.rounds:
+            raise ValueError(f"plan {self.plan} has rounds 1..{self.rounds}, not {t}")
+        start, left = 0, t - 1
+        for mech in self.plan:
+            if left < mech.rounds:
+                cols = mech.round_columns(left)
+                channel = mech.round_channel(left)
+                reports = self.reports[:, start + cols.start : start + cols.stop]
+                if reports.shape[1] != channel.report_width:
+                    raise ValueError(
+                        f"{mech!r}: round {left} has {reports.shape[1]} columns, its channel"
+                        f" {channel!r} reports {channel.report_width}"
+                    )
+                return ReportGroup((channel,), *merge_rows(reports, self.counts))
+            start += mech.report_width
+            left -= mech.rounds
+        raise AssertionError("unreachable: t was checked against the plan's rounds")
 
     def log_likelihood(self) -> np.ndarray:
         """``(D, |X|)`` log P(report tuple | x): the sum over the plan's reports."""
@@ -175,6 +258,40 @@ class Observations:
         if key not in self._derived:
             self._derived[key] = make()
         return self._derived[key]
+
+    @property
+    def rounds(self) -> int:
+        """The most rounds a plan of these observations covers (0 without reports)."""
+        return max((g.rounds for g in self.groups), default=0)
+
+    def prefix(self, t: int) -> Observations:
+        """The observations after the first ``t`` rounds (``1 <= t``).
+
+        Every group keeps its first ``t`` rounds (a plan with fewer keeps all of
+        them: its users stopped reporting). ``t >= rounds`` gives these observations.
+        """
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 1:
+            raise ValueError(f"a prefix has at least one round, got {t!r}")
+        if t >= self.rounds:
+            return self
+        return Observations(self.domain, [g.prefix(t) for g in self.groups])
+
+    def round_alone(self, t: int) -> Observations:
+        """Round ``t`` (1-based) alone: each plan that covers it through the round's channel.
+
+        Users whose plan ends before round t do not appear. Cached: the estimators of
+        a run that estimate round by round share it (and what is derived from it).
+        """
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not 1 <= t <= self.rounds:
+            raise ValueError(f"these observations have rounds 1..{self.rounds}, not {t!r}")
+        return self.derived(
+            ("round_alone", int(t)),
+            lambda: Observations(self.domain, [g.round_alone(t) for g in self.groups if g.rounds >= t]),
+        )
+
+    def last_round(self) -> Observations:
+        """The last round alone (:meth:`round_alone` of :attr:`rounds`)."""
+        return self.round_alone(self.rounds)
 
     @property
     def n(self) -> int:

@@ -29,6 +29,9 @@ hook (a subclass implements)       public wrapper (the core calls)   capability 
 ``_output_count()``                ``output_count()``                ``output_count``
 ``_named_value_likelihood()``      ``named_value_likelihood()``      ``named_value_likelihood``
 ``_log_matrix()``                  ``log_matrix``                    ``log_matrix``
+``rounds``, ``prefix(t)``,         the same names                    ``rounds``
+``round_columns(t)``,
+``round_channel(t)``
 =================================  ================================  ==========================
 
 Required: ``privacy``, and either ``_matrix`` (finitely many outputs: sampling
@@ -60,6 +63,15 @@ Capabilities:
   about 745, matrix entries underflow to exactly 0 although the mechanism gives them a
   positive probability; the privacy levels and likelihoods are then computed from the
   closed-form logarithms, so a private mechanism is never reported as ``eps = inf``.
+
+* rounds: one report covers several rounds of collection (a memoized protocol: one report of
+  ``rounds`` blocks of columns holding the sequence y_1..y_tau). ``rounds`` says how many;
+  ``prefix(t)`` is the mechanism of the first t rounds (its reports are the first columns of
+  this one's, those of rounds 0..t-1); ``round_columns(t)`` the columns of round t (0-based);
+  ``round_channel(t)`` the one-report channel of round t alone (rows summing to 1), what the
+  per-round baselines estimate through. Estimates over time (a scenario's
+  ``rounds = "every"``) truncate reports with them. These four are overridden together and
+  under their own names (there is no wrapper: the defaults describe a one-round mechanism).
 
 Hooks that read reports call :meth:`Mechanism.require_outputs` to refuse values that
 are not outputs. ``ldpsim.testing.check_mechanism`` checks each declared capability
@@ -108,6 +120,10 @@ PUBLIC_WRAPPERS = (
 )
 
 
+#: capability flags whose hook is not the flag's name with a leading underscore
+_HOOKS = {"rounds": "rounds"}
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """The optional hooks a mechanism class implements; each flag is named after its public wrapper.
@@ -126,6 +142,8 @@ class Capabilities:
         ``_named_value_likelihood``: a report names a value, likely at it and equally unlikely elsewhere.
     log_matrix
         ``_log_matrix``: the matrix's logarithms in closed form, exact where entries underflow.
+    rounds
+        ``rounds`` (with ``prefix``, ``round_columns``, ``round_channel``): one report covers several rounds.
     """
 
     structured_likelihood: bool = False
@@ -134,11 +152,12 @@ class Capabilities:
     output_count: bool = False
     named_value_likelihood: bool = False
     log_matrix: bool = False
+    rounds: bool = False
 
     @classmethod
     def of(cls, mechanism: type[Mechanism]) -> Capabilities:
         """The capabilities a mechanism class declares: the optional hooks it overrides."""
-        return cls(**{f.name: overrides(mechanism, Mechanism, "_" + f.name) for f in fields(cls)})
+        return cls(**{f.name: overrides(mechanism, Mechanism, _HOOKS.get(f.name, "_" + f.name)) for f in fields(cls)})
 
     @property
     def declared(self) -> frozenset[str]:
@@ -240,6 +259,37 @@ class Mechanism(OnDomain):
     def _log_matrix(self) -> np.ndarray | None:
         """The (|X|, |Z|) array of log P(z | x) in closed form (``-inf`` where impossible), or None."""
         return None
+
+    # ------------------------------------------- rounds (overridden under these names)
+    @property
+    def rounds(self) -> int:
+        """How many rounds of collection one report of this mechanism covers (default 1)."""
+        return 1
+
+    def prefix(self, t: int) -> Mechanism:
+        """The mechanism of the first ``t`` rounds, ``1 <= t <= rounds``.
+
+        Its reports are the first columns of this mechanism's reports, those of
+        rounds ``0 .. t - 1``; ``prefix(rounds)`` is this mechanism. Default: ``self`` for t = 1.
+        """
+        self._require_round(t, 1, "prefix")
+        return self
+
+    def round_columns(self, t: int) -> slice:
+        """The report columns of round ``t`` (0-based, ``0 <= t < rounds``); default: all columns."""
+        self._require_round(t, 0, "round_columns")
+        return slice(0, self.report_width)
+
+    def round_channel(self, t: int) -> Mechanism:
+        """The one-report channel of round ``t`` alone (0-based): how a report of that round,
+        seen without the others, depends on the true value. Default: ``self`` for t = 0."""
+        self._require_round(t, 0, "round_channel")
+        return self
+
+    def _require_round(self, t: int, first: int, hook: str) -> None:
+        last = first + self.rounds - 1
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not first <= t <= last:
+            raise ValueError(f"{self!r}.{hook}: round {t!r} is not in {first}..{last}")
 
     # ------------------------------------------------------------- public API
     @property

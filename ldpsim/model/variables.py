@@ -12,7 +12,11 @@ Dimensions are written per task, with two placeholders expanded when the
 results are assembled:
 
 * :data:`TASK` stands for the sweep axes and ``rep`` (one value per run);
-* :data:`DOMAIN` stands for the domain's dimensions (``value``, or ``row, col``).
+* :data:`DOMAIN` stands for the domain's dimensions (``value``, or ``row, col``);
+* :data:`ROUND`, right after :data:`TASK`, marks a variable that a run estimating after
+  every round (a scenario's ``rounds = "every"``) gives once per round: it stands for
+  ``round`` there, and for nothing in other runs (whose results are unchanged). A
+  per-estimate variable declared without it keeps the value after the last round.
 
 ``("estimator", TASK, DOMAIN)`` is thus ``estimate(estimator, <sweeps>, rep, value)``.
 """
@@ -31,6 +35,8 @@ TASK = "<task>"
 POINT = "<point>"
 #: placeholder for the domain's dimensions (``value``, or ``row``, ``col`` for grids)
 DOMAIN = "<domain>"
+#: placeholder for the rounds after which a run estimates: ``round`` with ``rounds = "every"``, else nothing
+ROUND = "<round>"
 
 #: where a value comes from
 SOURCES = ("estimate", "metric", "task")
@@ -45,7 +51,7 @@ class Variable:
     name : str
         The variable's name in the results dataset.
     dims : tuple of str
-        Dimensions, with :data:`TASK`, :data:`POINT` and :data:`DOMAIN` as placeholders.
+        Dimensions, with :data:`TASK`, :data:`POINT`, :data:`ROUND` and :data:`DOMAIN` as placeholders.
         A variable that comes from an estimate starts with ``"estimator"``; one that comes from
         a metric starts with ``"metric", "estimator"`` (the core's ``scores``, stored as one
         variable per metric named by its label, with the metric's long name and units) or with
@@ -101,10 +107,25 @@ class Variable:
     def item_dims(self) -> tuple[str, ...]:
         """The dimensions of one value, after the estimator/metric and run dimensions."""
         dims = list(self.dims)
-        for lead in ("metric", "estimator", TASK, POINT):
+        for lead in ("metric", "estimator", TASK, POINT, ROUND):
             if dims and dims[0] == lead:
                 dims.pop(0)
         return tuple(dims)
+
+    @property
+    def per_round(self) -> bool:
+        """Whether a run estimating after every round gives the variable once per round."""
+        return ROUND in self.dims
+
+    @property
+    def lead(self) -> int:
+        """How many of the dims come before the run's: ``metric`` and ``estimator``, when present."""
+        count = 0
+        for dim in self.dims:
+            if dim not in ("metric", "estimator"):
+                break
+            count += 1
+        return count
 
     def attrs(self) -> dict[str, str]:
         """The netCDF attributes of the assembled variable."""

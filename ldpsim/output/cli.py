@@ -740,6 +740,7 @@ def _fmt(value) -> str:  # noqa: ANN001
 
 
 def _grid_size(ds) -> int:  # noqa: ANN001
+    """Sweep points (a run estimating after every round is one run, not one per round)."""
     from ..results.scores import sweep_dims
 
     size = 1

@@ -108,7 +108,7 @@ def summary_figure(ds: xr.Dataset):
 
     if grid:
         first = dict(zip(sweeps, points[0]))
-        panels = [("truth", ds["truth"].isel({**first, "rep": 0}))]
+        panels = [("truth", ds["truth"].isel({**first, "rep": 0}, missing_dims="ignore"))]  # no round
         panels += [(est, ds["estimate"].sel(estimator=est).isel({**first, "rep": 0})) for est in estimators]
         vmax = max(float(p.max()) for _, p in panels)
         for ax, (title, values) in zip(axes[1], panels):
@@ -125,7 +125,7 @@ def summary_figure(ds: xr.Dataset):
             sel = {**dict(zip(sweeps, p)), "rep": 0}
             ax.bar(
                 x,
-                ds["truth"].isel(sel).values,
+                ds["truth"].isel(sel, missing_dims="ignore").values,  # the truth has no round
                 color="lightgray",
                 label="truth",
                 width=np.min(np.diff(x)) if len(x) > 1 else 1,
@@ -263,7 +263,7 @@ def heatmap_figure(ds: xr.Dataset, *, at: Mapping[str, str] | None = None, rep: 
         )
     point, r = fixed_point(ds, at), choose_rep(ds, rep)
     where = {**point, "rep": r}
-    panels = [("truth", ds["truth"].isel(where).values)]
+    panels = [("truth", ds["truth"].isel(where, missing_dims="ignore").values)]
     noisy = _noisy(ds, where)
     if noisy is not None:
         panels.append(("noisy", noisy))
@@ -305,7 +305,7 @@ def bar_figure(ds: xr.Dataset, *, at: Mapping[str, str] | None = None, rep: int 
     x = labels.astype(float) if numeric else np.arange(len(labels))
     width = float(np.min(np.diff(x))) if len(x) > 1 else 1.0
     fig, ax = plt.subplots(figsize=(min(14.0, max(6.0, 0.12 * len(x) + 3)), 4.2), constrained_layout=True)
-    ax.bar(x, ds["truth"].isel(where).values, width=width, color="lightgray", label="truth")
+    ax.bar(x, ds["truth"].isel(where, missing_dims="ignore").values, width=width, color="lightgray", label="truth")
     noisy = _noisy(ds, where)
     if noisy is not None:
         ax.bar(x, noisy, width=width, fill=False, edgecolor="dimgray", linewidth=0.8, label="noisy")
@@ -347,7 +347,7 @@ def _noisy(ds: xr.Dataset, where: Mapping[str, int]) -> np.ndarray | None:
     """The noisy distribution at a point, if the file has one there (NaN where it means nothing)."""
     if "noisy" not in ds:
         return None
-    values = ds["noisy"].isel(where).values
+    values = ds["noisy"].isel(where, missing_dims="ignore").values
     return None if np.all(np.isnan(values)) else values
 
 

@@ -16,6 +16,9 @@ domain's (``value``, or ``row, col`` for grids). The core's:
   coordinate ``stop_rule(estimator)`` names each estimator's stopping rule
 * ``distinct_reports(<sweeps>, rep)``, ``users(<sweeps>)``
 
+A run estimating after every round (``rounds = "every"``) adds ``round`` after ``rep`` to the
+variables declared with ``ROUND`` (the scores, ``estimate``, ``iterations``, ...), coordinate 1..T.
+
 Coordinates carry ``long_name`` and ``units`` (:mod:`ldpsim.results.labels`); ``seed(rep)`` names the
 root seed each repetition drew from, so results of several seeds can be combined
 (:func:`ldpsim.results.combine.merge_results`). The attributes (provenance) come from the caller.
@@ -33,7 +36,7 @@ import xarray as xr
 from ..estimation.estimator import Estimator
 from ..model.domains import Domain, Grid
 from ..model.metric import Metric
-from ..model.variables import DOMAIN, POINT, TASK, Variable
+from ..model.variables import DOMAIN, POINT, ROUND, TASK, Variable
 from .labels import describe, metric_long_name, metric_units
 from .scores import SCORE_ATTR
 
@@ -68,6 +71,8 @@ class Layout:
     estimators: Mapping[str, Estimator]
     metrics: Mapping[str, Metric]
     variables: Sequence[Variable]
+    #: rounds after each of which tasks estimated (``round`` dimension); 0: no such dimension
+    rounds: int = 0
 
     @property
     def grid(self) -> tuple[int, ...]:
@@ -76,7 +81,12 @@ class Layout:
     def dims(self, var: Variable) -> tuple[str, ...]:
         """The variable's dimension names, placeholders expanded."""
         sweeps = [a.name for a in self.axes]
-        expand = {TASK: [*sweeps, "rep"], POINT: sweeps, DOMAIN: list(self.domain.dims)}
+        expand = {
+            TASK: [*sweeps, "rep"],
+            POINT: sweeps,
+            ROUND: ["round"] if self.rounds else [],
+            DOMAIN: list(self.domain.dims),
+        }
         return tuple(d for dim in var.dims for d in expand.get(dim, [dim]))
 
     def lead(self, var: Variable) -> tuple[int, ...]:
@@ -125,6 +135,8 @@ def assemble(
     )
     if seed is not None:
         coords["seed"] = ("rep", np.full(layout.repetitions, seed, dtype=np.int64))
+    if layout.rounds:
+        coords["round"] = np.arange(1, layout.rounds + 1)
     if isinstance(domain, Grid):
         coords["y"] = ("row", (np.arange(domain.rows) + 0.5) * domain.cell)
         coords["x"] = ("col", (np.arange(domain.cols) + 0.5) * domain.cell)
@@ -151,7 +163,9 @@ def _stack(layout: Layout, var: Variable, results: Sequence[TaskValues]) -> np.n
     lead = layout.lead(var)
     per_point = POINT in var.dims
     run = layout.grid if per_point else (*layout.grid, layout.repetitions)
-    item = _item_shape(layout, var, results, len(lead))
+    if layout.rounds and var.per_round:
+        run = (*run, layout.rounds)
+    item = _item_shape(layout, var, results, len(lead) + (1 if layout.rounds and var.per_round else 0))
     if item is None:
         return None
     array = var.empty((*lead, *run, *item))

@@ -67,6 +67,8 @@ def describe(ds: xr.Dataset, axes: Iterable[SweepAxis], domain: Domain) -> xr.Da
         ds[axis.name].attrs.update(attrs)
     ds["rep"].attrs.update(long_name="repetition")
     ds["estimator"].attrs.update(long_name="estimator")
+    if "round" in ds.coords:
+        ds["round"].attrs.update(long_name="rounds of reports so far")
     for name, long_name in (
         ("estimator_name", "registered name of the estimator plugin"),
         ("stop_rule", "stopping rule: delta (the paper's |L(t) - L(t-1)| < delta), kkt (certified MLE), none"),

@@ -19,7 +19,7 @@ from ..base.errors import LdpsimError
 SCORE_ATTR = "ldpsim_metric"
 
 #: the dimensions of a score besides the sweep axes
-PER_SCORE = ("estimator", "rep")
+PER_SCORE = ("estimator", "rep", "round")  # a run that estimates after every round is still one run
 
 
 def score_names(ds: xr.Dataset) -> list[str]:

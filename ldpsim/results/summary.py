@@ -32,15 +32,19 @@ def summarize(ds: xr.Dataset) -> list[dict[str, Any]]:
     extra = summary_variables(ds)
     means = {name: ds[name].mean("rep") for name in extra}
     rows = []
-    for idx in np.ndindex(*(ds.sizes[d] for d in sweeps)):
-        sel = dict(zip(sweeps, idx))
+    dims = sweeps + (["round"] if "round" in ds.dims else [])  # a row per round of a run estimating after each
+
+    def at(var: xr.DataArray, sel: dict[str, int], est: Any) -> float:
+        return float(var.isel({d: i for d, i in sel.items() if d in var.dims}).sel(estimator=est))
+
+    for idx in np.ndindex(*(ds.sizes[d] for d in dims)):
+        sel = dict(zip(dims, idx))
         for est in ds["estimator"].values:
             row: dict[str, Any] = {d: ds[d].values[i] for d, i in sel.items()}
             row["estimator"] = str(est)
             for met in metrics:
-                at = {"estimator": est}
-                row[met] = (float(mean[met].isel(sel).sel(at)), float(spread[met].isel(sel).sel(at)))
+                row[met] = (at(mean[met], sel, est), at(spread[met], sel, est))
             for name, avg in means.items():
-                row[name] = float(avg.isel(sel).sel(estimator=est))
+                row[name] = at(avg, sel, est)
             rows.append(row)
     return rows

@@ -11,15 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..base.errors import PluginError
-from ..model.variables import DOMAIN, POINT, TASK, Variable
+from ..model.variables import DOMAIN, POINT, ROUND, TASK, Variable
 from .noisy import NOISY_DESCRIPTION
 
-PER_ESTIMATE = ("estimator", TASK)
+PER_ESTIMATE = ("estimator", TASK, ROUND)
 
 CORE: tuple[Variable, ...] = (
     Variable(  # stored as one variable per metric, named by its label (ldpsim.results.scores)
         "scores",
-        ("metric", "estimator", TASK),
+        ("metric", "estimator", TASK, ROUND),
         "each metric's score of the estimate against the truth",
         source="metric",
     ),

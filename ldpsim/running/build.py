@@ -18,6 +18,7 @@ from typing import Any
 
 from ..base.errors import LdpsimError, ScenarioError
 from ..estimation.estimator import Estimator
+from ..estimation.observations import round_channels
 from ..model.dataset import Dataset
 from ..model.domains import Domain, make_domain
 from ..model.mechanism import Mechanism
@@ -138,11 +139,14 @@ class Builder:
         """Each estimator's :meth:`~ldpsim.Estimator.check_setup` on the point's domain and plans (once per combination)."""
         plans = tuple(dict.fromkeys(cohort.plan for cohort in setup.cohorts if cohort.users > 0))
         for label, estimator in setup.estimators.items():
-            key = (id(estimator), json.dumps(setup.domain.spec(), sort_keys=True, default=str), plans)
+            seen = plans
+            if estimator.rounds == "each":  # it estimates from one round at a time, through the round's channel
+                seen = tuple(dict.fromkeys((channel,) for plan in plans for channel in round_channels(plan)))
+            key = (id(estimator), json.dumps(setup.domain.spec(), sort_keys=True, default=str), seen)
             if key in self._checked:
                 continue
             try:
-                estimator.check_setup(setup.domain, plans)
+                estimator.check_setup(setup.domain, seen)
             except LdpsimError as exc:
                 raise exc.at(f"estimators.{label}") from None
             self._checked.add(key)

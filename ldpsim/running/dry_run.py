@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 
 from ..base.memory import available_memory
+from ..estimation.observations import round_channels
 from ..estimation.unbiased import inversion_bytes
 from .build import Builder
 from .runner import preflight
@@ -71,8 +72,11 @@ def dry_run(scenario: Scenario, *, calibrate: bool = True) -> DryRun:
         points += 1
         setup = builder.setup(point)
         nbytes = float(simulation_bytes(setup))
-        if any(est.inverts_matrices for est in setup.estimators.values()):
-            nbytes += max((inversion_bytes(c.plan) or 0.0 for c in setup.cohorts), default=0.0)
+        inverting = {est.rounds for est in setup.estimators.values() if est.inverts_matrices}
+        plans = [c.plan for c in setup.cohorts] if "all" in inverting else []
+        if "each" in inverting:  # round by round: each round's one-report channel
+            plans += [(channel,) for c in setup.cohorts for channel in round_channels(c.plan)]
+        nbytes += max((inversion_bytes(plan) or 0.0 for plan in plans), default=0.0)
         run_bytes = max(run_bytes, nbytes)
         size, estimators = setup.domain.size, len(setup.estimators)
     runs = points * scenario.repetitions
@@ -87,7 +91,7 @@ def dry_run(scenario: Scenario, *, calibrate: bool = True) -> DryRun:
         repetitions=scenario.repetitions,
         runs=runs,
         run_bytes=run_bytes,
-        results_bytes=8.0 * runs * size * (estimators + 1),
+        results_bytes=8.0 * runs * size * (estimators * max(scenario.rounds, 1) + 1),
         available_bytes=available_memory(),
         seconds_per_run=seconds,
     )

@@ -14,6 +14,7 @@ from typing import Any
 import xarray as xr
 
 from ..base.errors import LdpsimError, ParameterError
+from ..estimation.observations import round_channels
 from ..estimation.unbiased import check_unbiased_memory
 from ..plugin.executor import Executor
 from ..plugin.registry import get_registry
@@ -172,7 +173,15 @@ def layout(scenario: Scenario) -> Layout:
     builder = scenario.builder or Builder(scenario.base_dir)
     setup = builder.setup(next(iter(scenario.points())))
     plugins = [*setup.estimators.values(), *setup.metrics.values()]
-    return Layout(scenario.axes, scenario.repetitions, setup.domain, setup.estimators, setup.metrics, declared(plugins))
+    return Layout(
+        scenario.axes,
+        scenario.repetitions,
+        setup.domain,
+        setup.estimators,
+        setup.metrics,
+        declared(plugins),
+        rounds=scenario.rounds,
+    )
 
 
 def preflight(scenario: Scenario) -> None:
@@ -181,8 +190,11 @@ def preflight(scenario: Scenario) -> None:
     for point in scenario.points():
         setup = builder.setup(point)
         check_simulation_memory(setup)
-        if any(est.inverts_matrices for est in setup.estimators.values()):
+        inverting = {est.rounds for est in setup.estimators.values() if est.inverts_matrices}
+        if "all" in inverting:
             check_unbiased_memory([cohort.plan for cohort in setup.cohorts])
+        if "each" in inverting:  # round by round: only each round's one-report channel is inverted
+            check_unbiased_memory([(c,) for cohort in setup.cohorts for c in round_channels(cohort.plan)])
 
 
 def run_scenario(

@@ -47,11 +47,12 @@ from pathlib import Path
 from typing import Any
 
 from ..base.errors import ScenarioError
+from ..estimation.observations import plan_rounds
 from ..plugin.registry import Registry, get_registry
 from ..results.variables import declared
 from .build import Builder, Setup, check_setups
 from .paths import parse_override, parse_path, related, set_path
-from .schema import MAX_SEED, check_fields, int_field, normalize, str_field
+from .schema import FIELDS, MAX_SEED, ROUNDS, check_fields, int_field, normalize, str_field
 from .sweep import RESERVED_AXES, Axis, Point, grid_points, parse_axes
 
 
@@ -67,6 +68,9 @@ class Scenario:
         The sweep axes, in the document's order.
     document
         The resolved document: shorthands expanded, overrides applied, seed set.
+    rounds
+        The number of rounds T after each of which a task estimates (``rounds = "every"``);
+        0: once, after all rounds (no ``round`` dimension).
     estimator_labels, metric_labels
         The labels of the results' ``estimator`` and ``metric`` coordinates.
     text, source
@@ -93,6 +97,7 @@ class Scenario:
     base_dir: Path = field(default_factory=Path.cwd)
     overrides: tuple[str, ...] = ()
     builder: Builder | None = field(default=None, compare=False, repr=False)
+    rounds: int = 0
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -172,8 +177,12 @@ def load_scenario(
     description = str_field(doc, "description", "")
     seed = int_field(doc, "seed", 0, MAX_SEED)
     repetitions = int_field(doc, "repetitions", 1, 10**7, default=1)
+    when = str_field(doc, "rounds", "last")
+    if when not in ROUNDS:
+        raise ScenarioError(f"must be one of {', '.join(ROUNDS)}, got {when!r}", field="rounds", hint=FIELDS["rounds"])
     builder = check_setups(grid_points(doc, axes), axes, base_dir, registry or get_registry(), confine=confine)
     _check_axis_names(axes, builder.setup(next(iter(grid_points(doc, axes)))))
+    rounds = _round_count(axes, [builder.setup(p) for p in grid_points(doc, axes)]) if when == "every" else 0
     return Scenario(
         name=name,
         description=description,
@@ -188,6 +197,7 @@ def load_scenario(
         base_dir=base_dir,
         overrides=tuple(applied),
         builder=builder,
+        rounds=rounds,
     )
 
 
@@ -210,7 +220,7 @@ def _read(source: str | Path | Mapping[str, Any]) -> tuple[str | None, dict, Pat
 
 
 #: coordinates every results file has besides the sweep axes (see ldpsim.results.assemble, .combine)
-RESULT_COORDS = ("estimator_name", "stop_rule", "seed", "seed_rep", "x", "y")
+RESULT_COORDS = ("estimator_name", "stop_rule", "seed", "seed_rep", "x", "y", "round")
 
 
 def _check_axis_names(axes: Sequence[Axis], setup: Setup) -> None:
@@ -237,3 +247,16 @@ def _check_axis_names(axes: Sequence[Axis], setup: Setup) -> None:
                 field=f"metrics.{label}",
                 hint=f'give the metric another label, e.g. [metrics.{label}_score] with name = "{metric.name}"',
             )
+
+
+def _round_count(axes: Sequence[Axis], setups: Sequence[Setup]) -> int:
+    """The rounds T of a run estimating after every round: its cohorts' longest plan, the same at every point."""
+    counts = [max(plan_rounds(c.plan) for c in setup.cohorts if c.users) for setup in setups]
+    if len(set(counts)) > 1:
+        where = f" (sweep {', '.join(a.name for a in axes)})" if axes else ""
+        raise ScenarioError(
+            f'is "every" but the sweep points have {min(counts)} to {max(counts)} rounds{where}',
+            field="rounds",
+            hint="give every point the same number of rounds: the results have one round dimension",
+        )
+    return counts[0]

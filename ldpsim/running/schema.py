@@ -23,7 +23,10 @@ FIELDS = {
     "estimators": "estimator names, or [estimators.<label>] tables",
     "metrics": "metric names, or [metrics.<label>] tables",
     "sweep": "[sweep.<axis>] tables with path and values",
+    "rounds": 'when to estimate: "last" (after all rounds, the default) or "every" (after each round, a results dimension round)',
 }
+#: the values of the top-level ``rounds`` field
+ROUNDS = ("last", "every")
 REQUIRED = ("domain", "dataset", "cohorts", "estimators", "metrics")
 #: the largest seed: results store it as an int64
 MAX_SEED = 2**63 - 1

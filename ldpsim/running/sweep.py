@@ -18,7 +18,7 @@ from .paths import parse_path, set_path
 from .schema import require_known
 
 #: names of the results' other dimensions, which an axis cannot take
-RESERVED_AXES = {"rep", "estimator", "metric", "value", "row", "col"}
+RESERVED_AXES = {"rep", "estimator", "metric", "value", "row", "col", "round"}
 #: top-level fields fixed for a whole scenario (its identity, its randomness, the shape of its results)
 UNSWEEPABLE = {"name", "description", "seed", "repetitions", "sweep", "domain", "estimators", "metrics"}
 AXIS_KEYS = ("path", "values", "labels")

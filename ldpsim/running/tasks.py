@@ -51,6 +51,7 @@ class Task:
     seed: int
     base_dir: Path
     run: str  # identifies the run, so worker processes know when to rebuild plugins
+    rounds: int = 0  # estimate after each of this many rounds (0: once, after all)
 
     @property
     def key(self) -> tuple[int, ...]:
@@ -63,7 +64,9 @@ class TaskResult:
 
     ``values[name]`` is indexed like the variable's dims without the run's: ``scores`` is
     (metrics, estimators), ``estimate`` (estimators, values), ``truth`` (values), ``users`` a
-    scalar. An optional variable the task could not give (``noisy`` on bit vectors) is absent.
+    scalar; a task estimating after every round puts the round after the estimators (``error``
+    (metrics, estimators, rounds)) for the variables declared with ``ROUND``. An optional
+    variable the task could not give (``noisy`` on bit vectors) is absent.
     """
 
     key: tuple[int, ...]
@@ -172,8 +175,26 @@ def _run_task(task: Task, builder: Builder | None) -> TaskResult:
     started = time.perf_counter()
     setup, truth, observations = simulate(task, builder)
     simulated = time.perf_counter() - started
+    variables = declared([*setup.estimators.values(), *setup.metrics.values()])
+    if task.rounds:  # after every round, from the same users: the prefixes of their report sequences
+        per_round = [_estimated(setup, truth, observations.prefix(t), variables) for t in range(1, task.rounds + 1)]
+        values = _by_round(variables, per_round, setup.domain.size)
+    else:
+        values = _estimated(setup, truth, observations, variables)
+    run = _Run(truth, noisy_distribution(observations), observations.n_distinct, setup.users, simulated)
+    for var in variables:
+        if var.source == "task":
+            value = getattr(run, var.key)
+            if value is not None:
+                values[var.name] = np.asarray(value, dtype=var.dtype)
+    return TaskResult(task.key, values)
+
+
+def _estimated(
+    setup: Setup, truth: np.ndarray, observations: Observations, variables: tuple[Variable, ...]
+) -> dict[str, np.ndarray]:
+    """The values of the estimates' and metrics' variables for one set of observations."""
     estimators, metrics = list(setup.estimators.values()), list(setup.metrics.values())
-    variables = declared([*estimators, *metrics])
     estimates = [estimator.estimate(observations) for estimator in estimators]
     scores = [[metric(est.distribution, truth, setup.domain, est.extras) for est in estimates] for metric in metrics]
     extras: list[dict[str, Any]] = [{} for _ in estimates]  # estimators' and metrics' declared outputs
@@ -182,15 +203,12 @@ def _run_task(task: Task, builder: Builder | None) -> TaskResult:
         for metric in metrics:
             if type(metric).outputs:
                 extras[e].update(metric.output_values(est.distribution, truth, setup.domain))
-    run = _Run(truth, noisy_distribution(observations), observations.n_distinct, setup.users, simulated)
     values: dict[str, np.ndarray] = {}
     for var in variables:
+        if var.source == "task":
+            continue
         if var.source == "metric" and var in CORE:  # the metrics' scores: one per (metric, estimate)
             values[var.name] = np.asarray(scores, dtype=var.dtype).reshape(len(metrics), len(estimates))
-        elif var.source == "task":
-            value = getattr(run, var.key)
-            if value is not None:
-                values[var.name] = np.asarray(value, dtype=var.dtype)
         elif var in CORE:  # a field of every Estimate
             values[var.name] = np.asarray([getattr(est, var.key) for est in estimates], dtype=var.dtype)
         else:  # a plugin's declared output: the fill value where an estimate has none
@@ -198,7 +216,28 @@ def _run_task(task: Task, builder: Builder | None) -> TaskResult:
             if var.optional and all(v is None for v in found):
                 continue  # no estimate gave it: absent from this task's result
             values[var.name] = _stack(var, found, setup.domain.size)
-    return TaskResult(task.key, values)
+    return values
+
+
+def _by_round(
+    variables: tuple[Variable, ...], per_round: list[dict[str, np.ndarray]], size: int
+) -> dict[str, np.ndarray]:
+    """Each round's values stacked on a round axis after the variable's lead dims (per-round
+    variables), or the last round's (variables declared without ``ROUND``)."""
+    values: dict[str, np.ndarray] = {}
+    for var in variables:
+        found = [v.get(var.name) for v in per_round]
+        given = [v for v in found if v is not None]
+        if not given:
+            continue
+        if not var.per_round:
+            if found[-1] is not None:
+                values[var.name] = found[-1]
+            continue
+        shape = np.shape(given[0])
+        filled = [v if v is not None else var.empty(shape) for v in found]
+        values[var.name] = np.stack(filled, axis=var.lead)
+    return values
 
 
 def _stack(var: Variable, found: list[np.ndarray | None], size: int) -> np.ndarray:
@@ -226,7 +265,7 @@ def _stack(var: Variable, found: list[np.ndarray | None], size: int) -> np.ndarr
 def tasks(scenario: Scenario) -> list[Task]:
     run = uuid.uuid4().hex
     return [
-        Task(point, rep, scenario.seed, scenario.base_dir, run)
+        Task(point, rep, scenario.seed, scenario.base_dir, run, scenario.rounds)
         for point in scenario.points()
         for rep in range(scenario.repetitions)
     ]

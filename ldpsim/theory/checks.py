@@ -41,6 +41,7 @@ __all__ = [
     "check_output_count",
     "check_parameters",
     "check_privacy_claim",
+    "check_rounds",
     "check_sampler",
     "check_structured_likelihood",
     "check_unbiased_estimate",
@@ -102,6 +103,49 @@ def check_capabilities(mech: Mechanism, *, samples: int = 20_000, seed: int = 0,
     check_structured_likelihood(mech, seed=seed)
     check_likely_subset(mech, seed=seed)
     check_unbiased_estimate(mech, samples=samples, seed=seed, alpha=alpha)
+    check_rounds(mech, seed=seed)
+
+
+def check_rounds(mech: Mechanism, *, seed: int = 0) -> None:
+    """A mechanism spanning several rounds lays its rounds out consistently.
+
+    The rounds' columns tile the report in order, ``prefix(t)`` reports the columns of the first
+    t rounds and ``prefix(rounds)`` is the mechanism's width, each round's channel reads the round's
+    columns, and a sampled report (and each truncation, each round's part) is possible under the
+    true value for the prefix and the round's channel.
+    """
+    tau = mech.rounds
+    assert isinstance(tau, (int, np.integer)) and not isinstance(tau, bool) and tau >= 1, (
+        f"{mech!r}: rounds must be a positive integer, got {tau!r}"
+    )
+    if not mech.capabilities.rounds:
+        return
+    columns = [mech.round_columns(t) for t in range(tau)]
+    starts = [c.start for c in columns]
+    stops = [c.stop for c in columns]
+    assert starts == [0, *stops[:-1]] and stops[-1] == mech.report_width, (
+        f"{mech!r}: round columns {columns} do not tile its {mech.report_width} report columns in order"
+    )
+    assert mech.prefix(tau).report_width == mech.report_width, f"{mech!r}: prefix(rounds) is not the whole report"
+    values = _tested_values(mech.domain).repeat(50)
+    reports = mech.sample(values, np.random.default_rng([seed, 4]))
+    at_truth = (np.arange(values.shape[0]), values)
+    for t in range(1, tau + 1):
+        head = mech.prefix(t)
+        assert head.report_width == stops[t - 1], (
+            f"{mech!r}: prefix({t}) reports {head.report_width} columns, rounds 0..{t - 1} have {stops[t - 1]}"
+        )
+        assert np.all(head.log_likelihood(reports[:, : stops[t - 1]])[at_truth] > -np.inf), (
+            f"{mech!r}: a sampled report's first {t} rounds are impossible under prefix({t})"
+        )
+        channel = mech.round_channel(t - 1)
+        part = reports[:, columns[t - 1]]
+        assert channel.report_width == part.shape[1], (
+            f"{mech!r}: round_channel({t - 1}) reports {channel.report_width} columns, the round has {part.shape[1]}"
+        )
+        assert np.all(channel.log_likelihood(part)[at_truth] > -np.inf), (
+            f"{mech!r}: a sampled report of round {t - 1} is impossible under round_channel({t - 1})"
+        )
 
 
 def check_output_count(mech: Mechanism) -> None:
