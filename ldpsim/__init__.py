@@ -39,6 +39,14 @@ from .model.bitvectors import WORD_BITS, BitVectorMechanism
 from .model.dataset import Dataset
 from .model.domains import Categorical, Domain, Grid, Integers, OnDomain, make_domain, parse_domain
 from .model.mechanism import ROW_SUM_TOL, STRUCTURED_MIN_SIZE, Capabilities, Mechanism
+from .model.memoized import (
+    MatrixChannel,
+    MemoizedMechanism,
+    MemoizedUnary,
+    PrivacyOverTime,
+    UnaryChannel,
+    output_domain,
+)
 from .model.metric import Metric
 from .model.params import Configurable, Param
 from .model.privacy import Privacy, geo_level, ldp_level, lip_level
@@ -134,6 +142,12 @@ __all__ = [
     "run_scenario",
     "unbiased_estimate",
     "__version__",
+    "MatrixChannel",
+    "MemoizedMechanism",
+    "MemoizedUnary",
+    "PrivacyOverTime",
+    "UnaryChannel",
+    "output_domain",
 ]
 
 

@@ -1,0 +1,276 @@
+"""Memoized longitudinal protocols: whole-sequence likelihoods, samplers, privacy over time, round hooks.
+
+The references are computed here from the definitions, independently of ldpsim.model.memoized:
+``P(y_1..y_tau | x) = sum_z A1(z | x) prod_t A2_t(y_t | z)`` summed naively over every permanent
+response z (every permanent bit vector for the unary protocols).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from helpers import make
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ldpsim import Integers, Likelihood, MemoizedMechanism, Observations, ParameterError, gibu, ldp_level
+from ldpsim.testing import check_mechanism
+
+UNARY = ["l-sue", "l-oue", "l-osue", "l-soue"]
+PROTOCOLS = ["l-grr", *UNARY]
+
+
+def line(k: int) -> Integers:
+    return Integers(low=0, high=k - 1)
+
+
+def krr_matrix(k: int, eps: float) -> np.ndarray:
+    m = np.full((k, k), 1.0 / (k - 1 + math.exp(eps)))
+    np.fill_diagonal(m, math.exp(eps) / (k - 1 + math.exp(eps)))
+    return m
+
+
+def brute_grr(a1: np.ndarray, a2s: list[np.ndarray], reports: np.ndarray) -> np.ndarray:
+    """(D, k) P(sequence | x) by the sum over z, one round at a time."""
+    out = np.zeros((reports.shape[0], a1.shape[0]))
+    for d, seq in enumerate(reports):
+        for z in range(a1.shape[1]):
+            out[d] += a1[:, z] * np.prod([a2[z, y] for a2, y in zip(a2s, seq)])
+    return out
+
+
+def decode(word: int, k: int) -> list[int]:
+    return [(word >> j) & 1 for j in range(k)]
+
+
+def brute_unary(mech, reports: np.ndarray) -> np.ndarray:
+    """(D, k) P(sequence | x) summed over every permanent bit vector (k <= 62: one word per round)."""
+    k = mech.domain.size
+    p1, q1 = mech.p1, mech.q1
+    out = np.zeros((reports.shape[0], k))
+    for d, seq in enumerate(reports):
+        rounds = [decode(int(w), k) for w in seq]
+        for z in itertools.product([0, 1], repeat=k):
+            inst = 1.0
+            for (p2, q2), bits in zip(mech.flips, rounds):
+                for zj, yj in zip(z, bits):
+                    pr = p2 if zj else q2
+                    inst *= pr if yj else 1 - pr
+            for x in range(k):
+                perm = np.prod([(p1 if j == x else q1) if zj else 1 - (p1 if j == x else q1) for j, zj in enumerate(z)])
+                out[d, x] += perm * inst
+    return out
+
+
+def sampled(mech, per_value: int = 30, seed: int = 1) -> np.ndarray:
+    values = np.arange(mech.domain.size).repeat(per_value)
+    return np.unique(mech.sample(values, np.random.default_rng(seed)), axis=0)
+
+
+# ------------------------------------------------------------------ likelihoods
+@settings(max_examples=25, deadline=None)
+@given(
+    k=st.integers(2, 6),
+    tau=st.integers(1, 5),
+    eps_inf=st.floats(0.2, 6.0),
+    frac=st.floats(0.1, 0.9),
+    switch=st.booleans(),
+)
+def test_grr_structured_and_dense_equal_the_sum_over_z(k, tau, eps_inf, frac, switch):
+    eps2 = [eps_inf * frac * (1 + (t % 2) * switch) for t in range(tau)]
+    a1 = krr_matrix(k, eps_inf)
+    stages = [make("mechanism", "krr", line(k), eps=e) for e in eps2]
+    mech = MemoizedMechanism.compose(make("mechanism", "krr", line(k), eps=eps_inf), stages)
+    reports = sampled(mech)
+    expected = brute_grr(a1, [krr_matrix(k, e) for e in eps2], reports)
+    assert np.allclose(np.exp(mech.log_likelihood(reports)), expected, rtol=1e-10, atol=0)
+    shift, op = mech.structured_likelihood(reports)
+    got = np.exp(shift)[:, None] * (op @ np.eye(k))
+    assert np.allclose(got, expected, rtol=1e-10, atol=0)
+    w = np.random.default_rng(0).random(reports.shape[0])
+    assert np.allclose(np.exp(shift) * w @ (op @ np.eye(k)), op.T @ (np.exp(shift) * w) @ np.eye(k))
+
+
+@settings(max_examples=15, deadline=None)
+@given(name=st.sampled_from(UNARY), k=st.integers(2, 4), tau=st.integers(1, 3), eps_inf=st.floats(0.5, 5.0))
+def test_unary_likelihood_equals_the_sum_over_permanent_vectors(name, k, tau, eps_inf):
+    mech = make("mechanism", name, line(k), eps_inf=eps_inf, eps_1=eps_inf / 3, rounds=tau)
+    reports = sampled(mech, per_value=10)
+    expected = brute_unary(mech, reports)
+    assert np.allclose(np.exp(mech.log_likelihood(reports)), expected, rtol=1e-10, atol=0)
+    shift, h = mech.structured_likelihood(reports)
+    assert np.allclose(np.exp(shift)[:, None] * h, expected, rtol=1e-10, atol=0)
+
+
+def test_dense_fallback_with_a_matrix_permanent_stage():
+    # a permanent stage with 3 outputs on 4 values, then k-RR on the outputs: only the dense form applies
+    rows = [[0.6, 0.3, 0.1], [0.2, 0.5, 0.3], [0.1, 0.2, 0.7], [0.3, 0.3, 0.4]]
+    permanent = make("mechanism", "matrix", line(4), rows=rows)
+    outputs = Integers(low=0, high=2)
+    stages = [make("mechanism", "krr", outputs, eps=1.0), make("mechanism", "krr", outputs, eps=2.0)]
+    mech = MemoizedMechanism.compose(permanent, stages)
+    reports = np.array(list(itertools.product(range(3), repeat=2)))
+    expected = brute_grr(np.array(rows), [krr_matrix(3, 1.0), krr_matrix(3, 2.0)], reports)
+    assert np.allclose(np.exp(mech.log_likelihood(reports)), expected, rtol=1e-12)
+    assert np.allclose(expected.sum(axis=0), 1.0)
+    shift, op = mech.structured_likelihood(reports)  # k-RR instantaneous stages: structured through A1
+    assert np.allclose(np.exp(shift)[:, None] * (op @ np.eye(4)), expected, rtol=1e-10)
+
+
+def test_long_sequences_do_not_underflow():
+    mech = make("mechanism", "l-grr", line(50), eps_inf=8.0, eps_1=4.0, rounds=400)
+    reports = mech.sample(np.array([3, 7]), np.random.default_rng(0))
+    log_p = mech.log_likelihood(reports)
+    assert np.all(np.isfinite(log_p)) and log_p[0].argmax() == 3 and log_p[1].argmax() == 7
+    shift, op = mech.structured_likelihood(reports)
+    assert np.allclose(shift[:, None] + np.log(op @ np.eye(50)), log_p, rtol=1e-9)
+
+
+# ----------------------------------------------------------------- contract, samplers
+@pytest.mark.parametrize("name", PROTOCOLS)
+def test_protocols_pass_the_mechanism_contract(name):
+    # the sampler's chi-square test per value inside check_mechanism: false alarm 1e-4 at seed 0
+    check_mechanism(make("mechanism", name, line(3), eps_inf=3.0, eps_1=1.0, rounds=2), samples=20_000)
+
+
+def test_generic_memoized_passes_the_contract_with_switching_stages():
+    mech = make(
+        "mechanism", "memoized", line(3), eps_permanent=2.5, instantaneous=["krr", "krr"], eps_instantaneous=[1.0, 2.0]
+    )
+    assert mech.rounds == 2
+    check_mechanism(mech, samples=20_000)
+
+
+def test_sampler_follows_the_two_stage_law():
+    # chi-square on whole sequences of 3 rounds, k = 3 (27 sequences), 60 000 users of value 1:
+    # false-alarm rate 1e-3 at this fixed seed
+    from scipy.stats import chisquare
+
+    k, tau = 3, 3
+    mech = make("mechanism", "l-grr", line(k), eps_inf=2.0, eps_1=0.7, rounds=tau)
+    reports = mech.sample(np.full(60_000, 1), np.random.default_rng(12345))
+    index = np.ravel_multi_index(tuple(reports.T), (k,) * tau)
+    observed = np.bincount(index, minlength=k**tau)
+    a2 = mech.instantaneous_stages[0].matrix
+    sequences = np.array(list(itertools.product(range(k), repeat=tau)))
+    expected = brute_grr(krr_matrix(k, 2.0), [a2] * tau, sequences)[:, 1] * 60_000
+    assert chisquare(observed, expected).pvalue > 1e-3
+
+
+# ------------------------------------------------------------------ privacy over time
+@pytest.mark.parametrize("name", PROTOCOLS)
+def test_eps_tau_enumerated_equals_closed_form_and_grows_to_eps_inf(name):
+    k = 3 if name == "l-grr" else 2
+    last = 0.0
+    for tau in range(1, 5):
+        mech = make("mechanism", name, line(k), eps_inf=3.0, eps_1=1.0, rounds=tau)
+        enumerated, closed = mech.eps_tau_enumerated(), mech.eps_tau_closed()
+        assert enumerated is not None and closed is not None
+        assert math.isclose(enumerated, closed, rel_tol=1e-9)
+        assert last < closed < 3.0
+        last = closed
+    levels = make("mechanism", name, line(k), eps_inf=3.0, eps_1=1.0, rounds=1).privacy_over_time
+    assert math.isclose(levels.eps_1, 1.0, rel_tol=1e-9) and math.isclose(levels.eps_tau, 1.0, rel_tol=1e-9)
+    assert math.isclose(levels.eps_inf, 3.0, rel_tol=1e-9)
+    far = make("mechanism", name, line(k), eps_inf=3.0, eps_1=1.0, rounds=400)
+    assert far.privacy_over_time.method == "closed form" and far.privacy_over_time.eps_tau > 3.0 - 1e-3
+
+
+def test_published_l_grr_is_more_private_than_its_eps_1():
+    exact = make("mechanism", "l-grr", line(10), eps_inf=4.0, eps_1=1.0)
+    published = make("mechanism", "l-grr", line(10), eps_inf=4.0, eps_1=1.0, published=True)
+    assert math.isclose(exact.privacy_over_time.eps_1, 1.0, rel_tol=1e-9)
+    assert math.isclose(published.privacy_over_time.eps_1, 0.9195739705935759, rel_tol=1e-9)
+    assert math.isclose(published.instantaneous_p(), 0.23995684026661565, rel_tol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("name", "p2", "q2"),  # multi-freq-ldpy 0.2.5's closed forms at eps_inf = 4, eps_1 = 1
+    [
+        ("l-sue", 0.6607934229066844, 0.3392065770933156),
+        ("l-oue", 0.5, 0.14158355547029472),
+        ("l-osue", 0.7396804649632878, 0.26031953503671224),
+        ("l-soue", 0.5, 0.20751219154083256),
+    ],
+)
+def test_unary_parameters_match_the_published_closed_forms(name, p2, q2):
+    mech = make("mechanism", name, line(5), eps_inf=4.0, eps_1=1.0)
+    assert np.allclose(mech.flips[0], (p2, q2), rtol=1e-9)
+
+
+# ------------------------------------------------------------------------ round hooks
+@pytest.mark.parametrize("name", PROTOCOLS)
+def test_prefixes_and_round_channels(name):
+    mech = make("mechanism", name, line(4), eps_inf=3.0, eps_1=1.0, rounds=3)
+    reports = sampled(mech)
+    for t in (1, 2):
+        prefix = mech.prefix(t)
+        cols = reports[:, : t * mech.round_width]
+        assert prefix.rounds == t and prefix.report_width == cols.shape[1]
+        # marginalizing the later rounds: P(first t | x) from the prefix equals the t-round likelihood
+        assert np.all(np.isfinite(prefix.log_likelihood(cols)))
+    assert mech.prefix(3) is mech
+    assert mech.round_columns(2) == slice(2 * mech.round_width, 3 * mech.round_width)
+    channel = mech.round_channel(0)
+    one = mech.prefix(1).log_likelihood(reports[:, mech.round_columns(0)])
+    assert np.allclose(channel.log_likelihood(reports[:, mech.round_columns(0)]), one)
+    if channel.matrix is not None:
+        assert np.allclose(channel.matrix.sum(axis=1), 1.0)
+        assert math.isclose(ldp_level(np.log(channel.matrix).T), 1.0, rel_tol=1e-9)
+
+
+def test_l_grr_round_channel_keeps_the_k_minus_2_term():
+    k = 5
+    mech = make("mechanism", "l-grr", line(k), eps_inf=3.0, eps_1=1.0)
+    p1 = math.exp(3.0) / (math.exp(3.0) + k - 1)
+    q1 = (1 - p1) / (k - 1)
+    p2 = mech.instantaneous_p()
+    q2 = (1 - p2) / (k - 1)
+    m = mech.round_channel(0).matrix
+    assert math.isclose(m[0, 0], p1 * p2 + (k - 1) * q1 * q2, rel_tol=1e-12)
+    assert math.isclose(m[0, 1], q1 * p2 + p1 * q2 + (k - 2) * q1 * q2, rel_tol=1e-12)
+
+
+# ------------------------------------------------------------------------ bad input
+@pytest.mark.parametrize(
+    ("name", "params", "field"),
+    [
+        ("l-grr", {"eps_inf": 1.0, "eps_1": 1.0}, "eps_1"),
+        ("l-oue", {"eps_inf": 1.0, "eps_1": 2.0}, "eps_1"),
+        ("l-grr", {"eps_inf": 2.0, "eps_1": 1.0, "rounds": 0}, "rounds"),
+        ("memoized", {"eps_permanent": 1.0, "eps_instantaneous": [1.0, 2.0], "rounds": 3}, "eps_instantaneous"),
+    ],
+)
+def test_bad_input_names_the_field(name, params, field):
+    with pytest.raises(ParameterError) as info:
+        make("mechanism", name, line(4), **params)
+    assert info.value.field == field and info.value.hint
+
+
+def test_stage_outputs_must_match_inputs():
+    permanent = make("mechanism", "krr", line(4), eps=1.0)
+    with pytest.raises(ParameterError) as info:
+        MemoizedMechanism.compose(permanent, [make("mechanism", "krr", line(3), eps=1.0)])
+    assert info.value.field == "instantaneous"
+
+
+# ---------------------------------------------------------------- estimation
+def test_gibu_on_whole_sequences_is_the_mle_and_beats_per_round_inversion():
+    k, tau, n = 8, 5, 40_000
+    mech = make("mechanism", "l-grr", line(k), eps_inf=2.0, eps_1=0.5, rounds=tau)
+    truth = np.arange(1, k + 1) / np.arange(1, k + 1).sum()
+    values = np.random.default_rng(3).choice(k, size=n, p=truth)
+    reports = mech.sample(values, np.random.default_rng(4))
+    obs = Observations.from_reports(mech.domain, [(mech, reports)])
+    result = gibu(Likelihood.of(obs), stop="kkt", tol=1e-8, max_iter=100_000)
+    assert result.kkt <= 1e-8  # the KKT certificate: the MLE of the whole-sequence likelihood
+    tv = 0.5 * np.abs(result.theta - truth).sum()
+    # what the peers do: invert each round's composite channel, then average the rounds' estimates
+    per_round = [
+        np.bincount(reports[:, t], minlength=k) / n @ np.linalg.inv(mech.round_channel(t).matrix) for t in range(tau)
+    ]
+    tv_inv = 0.5 * np.abs(np.mean(per_round, axis=0) - truth).sum()
+    assert tv < 0.05 and tv < tv_inv
