@@ -274,3 +274,27 @@ def test_gibu_on_whole_sequences_is_the_mle_and_beats_per_round_inversion():
     ]
     tv_inv = 0.5 * np.abs(np.mean(per_round, axis=0) - truth).sum()
     assert tv < 0.05 and tv < tv_inv
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.integers(1, 400),
+    width=st.integers(1, 12),
+    high=st.sampled_from([2, 7, 100, 10**6, 2**40]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_grouping_wide_rows_matches_numpy_unique(rows, width, high, seed):
+    # sequences of many rounds span more than 62 bits: grouped through several packed keys
+    from ldpsim.estimation.observations import sum_equal_rows, unique_rows
+
+    rng = np.random.default_rng(seed)
+    reports = rng.integers(-high // 3, high, size=(rows, width))
+    reports = reports[rng.integers(0, rows, size=rows)]  # repeats
+    expected = np.unique(reports, axis=0, return_counts=True)
+    got = unique_rows(reports)
+    assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
+    counts = rng.integers(1, 50, size=rows)
+    uniq, inverse = np.unique(reports, axis=0, return_inverse=True)
+    summed = sum_equal_rows(reports, counts)
+    assert np.array_equal(summed[0], uniq)
+    assert np.array_equal(summed[1], np.bincount(inverse.ravel(), weights=counts, minlength=len(uniq)).astype(np.int64))

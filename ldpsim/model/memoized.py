@@ -352,21 +352,29 @@ class MemoizedMechanism(Mechanism):
         outputs = self.instantaneous_stages[0].domain.size
         if any(pair is None for pair in named) or self.round_width != 1:
             return None
-        from scipy.sparse import coo_matrix
+        from scipy.sparse import csr_matrix
         from scipy.sparse.linalg import LinearOperator
 
-        for stage, rounds in self._stage_groups:
-            stage.require_outputs(self._by_round(reports, rounds)[:, 0], outputs)
+        self.require_outputs(reports.ravel(), outputs)  # every stage is on the permanent stage's outputs
         hit, miss = np.array(named, dtype=float).T
-        d = reports.shape[0]
-        gains = coo_matrix(
-            (np.tile(hit - miss, d), (np.repeat(np.arange(d), self.rounds), reports.ravel())), shape=(d, outputs)
-        ).tocsr()  # duplicates (a value reported in several rounds) are summed
-        best = np.maximum(gains.max(axis=1).toarray().ravel(), 0.0)
+        d, tau = reports.shape
+        # Per report, the reported values sorted, and each distinct one's summed gain: CSR built directly.
+        order = np.argsort(reports, axis=1, kind="stable")
+        values = np.take_along_axis(reports, order, axis=1)
+        first = np.ones((d, tau), dtype=bool)
+        first[:, 1:] = values[:, 1:] != values[:, :-1]
+        starts = np.flatnonzero(first)
+        gain = hit - miss
+        if np.all(gain == gain[0]):  # one stage for every round: a value's gain is its count times the gain
+            data = np.diff(np.append(starts, d * tau)).astype(float) * gain[0]
+        else:
+            data = np.add.reduceat(gain[order].ravel(), starts)
+        indptr = np.concatenate([[0], np.cumsum(first.sum(axis=1))])
+        gains = csr_matrix((data, values.ravel()[starts], indptr), shape=(d, outputs))
+        best = np.maximum(np.maximum.reduceat(data, indptr[:-1]), 0.0)  # every report names >= 1 value
         constant = np.exp(-best)
-        gains.data = np.exp(gains.data - np.repeat(best, np.diff(gains.indptr))) - np.repeat(
-            constant, np.diff(gains.indptr)
-        )
+        per_row = np.diff(indptr)
+        gains.data = np.exp(data - np.repeat(best, per_row)) - np.repeat(constant, per_row)
         gains_t = gains.T.tocsr()
         shift = float(miss.sum()) + best
         to_outputs, to_values = self._permanent_products()
