@@ -298,3 +298,53 @@ def test_grouping_wide_rows_matches_numpy_unique(rows, width, high, seed):
     summed = sum_equal_rows(reports, counts)
     assert np.array_equal(summed[0], uniq)
     assert np.array_equal(summed[1], np.bincount(inverse.ravel(), weights=counts, minlength=len(uniq)).astype(np.int64))
+
+
+def test_check_mechanism_prints_the_three_levels_and_refuses_bad_input():
+    from typer.testing import CliRunner
+
+    from ldpsim.output.cli import app
+
+    runner = CliRunner()
+    args = ["check", "mechanism", "l-grr", "-d", "integers:0..9", "-p", "eps_inf=4", "-p", "eps_1=1", "--users", "0"]
+    result = runner.invoke(app, [*args, "-p", "rounds=5", "-p", "published=true"])
+    assert result.exit_code == 0
+    assert "eps_1 = 0.919574 (one report), eps_5 = 3.70974 (all 5 reports, closed form), eps_inf = 4" in result.stdout
+    assert "parameters  eps_inf = 4, eps_1 = 1" in result.stdout
+    bad = runner.invoke(app, [*args, "-p", "rounds=0"])
+    assert bad.exit_code == 2 and bad.stderr.startswith("error: --param rounds: must be >= 1")
+    assert bad.stderr.count("\n") == 1
+
+
+def test_the_scenario_records_privacy_over_time_per_cohort():
+    from pathlib import Path
+
+    import ldpsim
+
+    scenario = Path(__file__).resolve().parents[1] / "scenarios" / "longitudinal.toml"
+    ds = ldpsim.run_scenario(
+        scenario,
+        users=3000,
+        repetitions=1,
+        sweep__protocol__labels=["l-grr"],
+        sweep__protocol__values=[{"mechanism": "l-grr", "eps_inf": 2.0, "eps_1": 1.0, "rounds": 10}],
+    )
+    levels = ds["privacy_over_time"].sel(protocol="l-grr", cohort="everyone")
+    assert list(levels["privacy_level"].values) == ["eps_1", "eps_tau", "eps_inf"]
+    eps_1, eps_tau, eps_inf = levels.values
+    assert math.isclose(eps_1, 1.0, rel_tol=1e-9) and 1.0 < eps_tau < eps_inf and math.isclose(eps_inf, 2.0)
+    plain = ldpsim.run_scenario(
+        scenario,
+        users=3000,
+        repetitions=1,
+        sweep__protocol__labels=["krr"],
+        sweep__protocol__values=[{"mechanism": "krr", "eps": 1.0}],
+    )
+    assert "privacy_over_time" not in plain  # scenarios without memoized mechanisms keep their variables
+
+
+@pytest.mark.parametrize("name", PROTOCOLS)
+def test_estimation_uses_the_structured_likelihood_on_every_domain(name):
+    mech = make("mechanism", name, line(5), eps_inf=3.0, eps_1=1.0, rounds=3)
+    reports = sampled(mech, per_value=5)
+    assert mech.structured_min_size == 0 and mech.likelihood_operator(reports) is not None

@@ -492,7 +492,7 @@ class UnaryChannel(BitVectorMechanism):
         k = self.domain.size
         if k > 12:
             return None
-        return np.exp(self._log_likelihood(np.arange(1 << k, dtype=np.int64)[:, None])).T
+        return np.exp(self.log_likelihood(np.arange(1 << k, dtype=np.int64)[:, None])).T
 
 
 class MemoizedUnary(MemoizedMechanism):

@@ -32,6 +32,7 @@ from ..model.domains import Domain, Grid
 from ..model.metric import Metric
 from ..model.variables import DOMAIN, POINT, TASK, Variable
 from .labels import describe
+from .variables import PRIVACY_LEVELS
 
 
 class SweepAxis(Protocol):
@@ -64,6 +65,7 @@ class Layout:
     estimators: Mapping[str, Estimator]
     metrics: Mapping[str, Metric]
     variables: Sequence[Variable]
+    cohorts: Sequence[str] = ()  # the cohorts' names, the coordinates of a per-cohort variable
 
     @property
     def grid(self) -> tuple[int, ...]:
@@ -109,6 +111,8 @@ def assemble(layout: Layout, results: Sequence[TaskValues], *, attrs: Mapping[st
         metric_name=("metric", [type(m).name for m in first_metrics]),
         **domain.coords(),
     )
+    if any("cohort" in dims for dims, _, _ in data.values()):
+        coords.update(cohort=list(layout.cohorts), privacy_level=list(PRIVACY_LEVELS))
     if isinstance(domain, Grid):
         coords["y"] = ("row", (np.arange(domain.rows) + 0.5) * domain.cell)
         coords["x"] = ("col", (np.arange(domain.cols) + 0.5) * domain.cell)

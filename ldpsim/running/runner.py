@@ -143,7 +143,15 @@ def layout(scenario: Scenario) -> Layout:
     builder = scenario.builder or Builder(scenario.base_dir)
     setup = builder.setup(next(iter(scenario.points())))
     plugins = [*setup.estimators.values(), *setup.metrics.values()]
-    return Layout(scenario.axes, scenario.repetitions, setup.domain, setup.estimators, setup.metrics, declared(plugins))
+    return Layout(
+        scenario.axes,
+        scenario.repetitions,
+        setup.domain,
+        setup.estimators,
+        setup.metrics,
+        declared(plugins),
+        [cohort.name for cohort in setup.cohorts],
+    )
 
 
 def preflight(scenario: Scenario) -> None:

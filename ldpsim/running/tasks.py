@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import multiprocessing
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,11 +33,12 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ..estimation.observations import Observations
+from ..model.memoized import MemoizedMechanism
 from ..model.variables import DOMAIN, Variable
 from ..plugin.registry import get_registry
 from ..results.noisy import noisy_distribution
-from ..results.variables import CORE, declared
-from .build import Builder, Setup
+from ..results.variables import CORE, PRIVACY_LEVELS, declared
+from .build import Builder, Cohort, Setup
 from .scenario import Scenario
 from .simulation import cohort_group, split_counts
 from .sweep import Point
@@ -164,6 +165,7 @@ class _Run:
     noisy: np.ndarray | None
     distinct_reports: int
     users: int
+    privacy_over_time: np.ndarray | None = None
 
 
 def _run_task(task: Task, builder: Builder | None) -> TaskResult:
@@ -178,7 +180,9 @@ def _run_task(task: Task, builder: Builder | None) -> TaskResult:
         for metric in metrics:
             if type(metric).outputs:
                 extras[e].update(metric.output_values(est.distribution, truth, setup.domain))
-    run = _Run(truth, noisy_distribution(observations), observations.n_distinct, setup.users)
+    run = _Run(
+        truth, noisy_distribution(observations), observations.n_distinct, setup.users, cohort_privacy(setup.cohorts)
+    )
     values: dict[str, np.ndarray] = {}
     for var in variables:
         if var.source == "metric" and var in CORE:  # the metrics' scores: one per (metric, estimate)
@@ -195,6 +199,17 @@ def _run_task(task: Task, builder: Builder | None) -> TaskResult:
                 continue  # no estimate gave it: absent from this task's result
             values[var.name] = _stack(var, found, setup.domain.size)
     return TaskResult(task.key, values)
+
+
+def cohort_privacy(cohorts: Sequence[Cohort]) -> np.ndarray | None:
+    """(cohorts, 3) eps_1, eps_tau, eps_inf of each cohort whose plan is one memoized mechanism (NaN for the
+    others); None if no cohort has one, so scenarios without memoized mechanisms keep their variables."""
+    rows = np.full((len(cohorts), len(PRIVACY_LEVELS)), np.nan)
+    for c, cohort in enumerate(cohorts):
+        if len(cohort.plan) == 1 and isinstance(cohort.plan[0], MemoizedMechanism):
+            levels = cohort.plan[0].privacy_over_time
+            rows[c] = levels.eps_1, levels.eps_tau, levels.eps_inf
+    return None if np.isnan(rows).all() else rows
 
 
 def _stack(var: Variable, found: list[np.ndarray | None], size: int) -> np.ndarray:
