@@ -348,3 +348,22 @@ def test_estimation_uses_the_structured_likelihood_on_every_domain(name):
     mech = make("mechanism", name, line(5), eps_inf=3.0, eps_1=1.0, rounds=3)
     reports = sampled(mech, per_value=5)
     assert mech.structured_min_size == 0 and mech.likelihood_operator(reports) is not None
+
+
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [
+        ("l-grr", {"eps_inf": 2.0, "eps_1": 0.8, "rounds": 3}),
+        ("memoized", {"eps_permanent": 2.0, "instantaneous": ["krr"] * 3, "eps_instantaneous": [0.5, 1.0, 1.5]}),
+    ],
+)
+def test_a_prefix_is_the_marginal_of_the_first_rounds(name, params):
+    k = 3
+    mech = make("mechanism", name, line(k), **params)
+    full = np.exp(mech.log_likelihood(np.array(list(itertools.product(range(k), repeat=3)))))
+    for t in (1, 2):
+        prefix = mech.prefix(t)
+        heads = np.array(list(itertools.product(range(k), repeat=t)))
+        marginal = full.reshape(k**t, k ** (3 - t), k).sum(axis=1)  # sum over the later rounds' reports
+        assert np.allclose(np.exp(prefix.log_likelihood(heads)), marginal, rtol=1e-12)
+        assert np.allclose(np.exp(mech.round_channel(t).log_likelihood(np.arange(k)[:, None])).sum(axis=0), 1.0)
