@@ -59,6 +59,7 @@ EXAMPLES = {
     "l-oue": (Integers(low=0, high=2), {"eps_inf": 3.0, "eps_1": 1.0, "rounds": 2}),
     "l-osue": (Integers(low=0, high=2), {"eps_inf": 3.0, "eps_1": 1.0, "rounds": 2}),
     "l-soue": (Integers(low=0, high=2), {"eps_inf": 3.0, "eps_1": 1.0, "rounds": 2}),
+    "loloha": (LINE, {"eps_inf": 3.0, "eps_1": 1.0, "rounds": 2}),
 }
 
 
@@ -98,6 +99,7 @@ CAPABILITIES = {
     "l-oue": {"structured_likelihood"},
     "l-osue": {"structured_likelihood"},
     "l-soue": {"structured_likelihood"},
+    "loloha": {"structured_likelihood"},
 }
 #: mechanisms whose structured likelihood is used on every domain (bit vectors, hashed reports)
 ALWAYS_STRUCTURED = {
@@ -111,6 +113,7 @@ ALWAYS_STRUCTURED = {
     "l-oue",
     "l-osue",
     "l-soue",
+    "loloha",
 }
 
 
@@ -186,7 +189,7 @@ def _domain_of_size(name, size):
 
 #: memoized mechanisms take other parameters (eps_inf, eps_1) and use their structured likelihood on
 #: every domain: tests/test_longitudinal.py checks them
-MEMOIZED = {"memoized", "l-grr", "l-sue", "l-oue", "l-osue", "l-soue"}
+MEMOIZED = {"memoized", "l-grr", "l-sue", "l-oue", "l-osue", "l-soue", "loloha"}
 STRUCTURED = sorted(n for n, caps in CAPABILITIES.items() if "structured_likelihood" in caps and n not in MEMOIZED)
 
 

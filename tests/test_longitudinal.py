@@ -20,7 +20,9 @@ from ldpsim import Integers, Likelihood, MemoizedMechanism, Observations, Parame
 from ldpsim.testing import check_mechanism
 
 UNARY = ["l-sue", "l-oue", "l-osue", "l-soue"]
-PROTOCOLS = ["l-grr", *UNARY]
+#: LOLOHA's optimal g at (eps_inf, eps_1) = (4, 1), (2, 1), (8, 2), (1, 0.5), from multi-freq-ldpy 0.2.5's L-OLH
+LOLOHA_G = [3, 3, 8, 2]
+PROTOCOLS = ["l-grr", *UNARY, "loloha"]
 
 
 def line(k: int) -> Integers:
@@ -161,7 +163,7 @@ def test_sampler_follows_the_two_stage_law():
 
 
 # ------------------------------------------------------------------ privacy over time
-@pytest.mark.parametrize("name", PROTOCOLS)
+@pytest.mark.parametrize("name", [p for p in PROTOCOLS if p != "loloha"])
 def test_eps_tau_enumerated_equals_closed_form_and_grows_to_eps_inf(name):
     k = 3 if name == "l-grr" else 2
     last = 0.0
@@ -241,6 +243,8 @@ def test_l_grr_round_channel_keeps_the_k_minus_2_term():
         ("l-grr", {"eps_inf": 1.0, "eps_1": 1.0}, "eps_1"),
         ("l-oue", {"eps_inf": 1.0, "eps_1": 2.0}, "eps_1"),
         ("l-grr", {"eps_inf": 2.0, "eps_1": 1.0, "rounds": 0}, "rounds"),
+        ("loloha", {"eps_inf": 2.0, "eps_1": 1.0, "g": 1}, "g"),
+        ("loloha", {"eps_inf": 2.0, "eps_1": 2.5}, "eps_1"),
         ("memoized", {"eps_permanent": 1.0, "eps_instantaneous": [1.0, 2.0], "rounds": 3}, "eps_instantaneous"),
     ],
 )
@@ -367,3 +371,23 @@ def test_a_prefix_is_the_marginal_of_the_first_rounds(name, params):
         marginal = full.reshape(k**t, k ** (3 - t), k).sum(axis=1)  # sum over the later rounds' reports
         assert np.allclose(np.exp(prefix.log_likelihood(heads)), marginal, rtol=1e-12)
         assert np.allclose(np.exp(mech.round_channel(t).log_likelihood(np.arange(k)[:, None])).sum(axis=0), 1.0)
+
+
+def test_loloha_is_l_grr_on_the_hash_values():
+    from ldpsim_plugins.mechanisms.longitudinal import PRIME, loloha_g
+
+    k, g, tau = 6, 3, 3
+    mech = make("mechanism", "loloha", line(k), eps_inf=2.5, eps_1=1.0, rounds=tau, g=g)
+    inner = make("mechanism", "l-grr", line(g), eps_inf=2.5, eps_1=1.0, rounds=tau)
+    reports = sampled(mech, per_value=20)
+    seeds = reports[:, 0]
+    assert np.all(reports[:, ::2] == seeds[:, None])  # one hash function per user, sent every round
+    a, b = seeds // PRIME, seeds % PRIME
+    hashed = (a[:, None] * np.arange(k)[None, :] + b[:, None]) % PRIME % g
+    expected = brute_grr(krr_matrix(g, 2.5), [inner.instantaneous_stages[0].matrix] * tau, reports[:, 1::2])
+    expected = np.take_along_axis(expected, hashed, axis=1) / ((PRIME - 1) * PRIME)
+    assert np.allclose(np.exp(mech.log_likelihood(reports)), expected, rtol=1e-10, atol=0)
+    levels, reference = mech.privacy_over_time, inner.privacy_over_time
+    assert (levels.eps_1, levels.eps_tau, levels.eps_inf) == (reference.eps_1, reference.eps_tau, reference.eps_inf)
+    # the paper's optimal g (multi-freq-ldpy 0.2.5's L-OLH gives these)
+    assert [loloha_g(4.0, 1.0), loloha_g(2.0, 1.0), loloha_g(8.0, 2.0), loloha_g(1.0, 0.5)] == LOLOHA_G

@@ -31,11 +31,15 @@ from typing import Any
 import numpy as np
 
 from ldpsim import (
+    Domain,
+    EstimationError,
+    Integers,
     Mechanism,
     MemoizedMechanism,
     MemoizedUnary,
     Param,
     ParameterError,
+    Privacy,
     get_registry,
     hookimpl,
     output_domain,
@@ -107,14 +111,7 @@ class LGRR(MemoizedMechanism):
 
     def instantaneous_p(self) -> float:
         """p2, the probability that a round reports the permanent value."""
-        k = self.domain.size
-        p1 = 1.0 / (1.0 + (k - 1) * math.exp(-self.eps_inf))
-        q1 = (1.0 - p1) / (k - 1)
-        e = math.exp(self.eps_1)
-        if self.published:
-            return (q1 - e * p1) / (-p1 * e + k * q1 * e - q1 * e - p1 * (k - 1) + q1)
-        c = (1.0 - q1) / (k - 1)  # P(y | x) = q1 p2 + c (1 - p2) for y != x
-        return (e * c - q1) / (p1 - q1 - e * q1 + e * c)
+        return lgrr_p2(self.domain.size, self.eps_inf, self.eps_1, self.published)
 
     def _stages(self) -> tuple[Mechanism, Sequence[Mechanism]]:
         _eps_pair_check(self.eps_inf, self.eps_1)
@@ -210,7 +207,163 @@ class LSOUE(_LongitudinalUnary):
     instantaneous_kind = "oue"
 
 
+#: the universal hash family of LOLOHA's reports: h(x) = ((a x + b) mod PRIME) mod g, seed a * PRIME + b
+PRIME = (1 << 31) - 1
+
+
+def _hash(seeds: np.ndarray, x: np.ndarray, g: int) -> np.ndarray:
+    a, b = np.divmod(seeds, PRIME)
+    return (a * x + b) % PRIME % g
+
+
+def lgrr_p2(k: int, eps_inf: float, eps_1: float, published: bool) -> float:
+    """p2 of L-GRR on k values (see the module docstring): exact one-report level eps_1, or the paper's form."""
+    p1 = 1.0 / (1.0 + (k - 1) * math.exp(-eps_inf))
+    q1 = (1.0 - p1) / (k - 1)
+    e = math.exp(eps_1)
+    if published:
+        return (q1 - e * p1) / (-p1 * e + k * q1 * e - q1 * e - p1 * (k - 1) + q1)
+    c = (1.0 - q1) / (k - 1)  # P(y | x) = q1 p2 + c (1 - p2) for y != x
+    return (e * c - q1) / (p1 - q1 - e * q1 + e * c)
+
+
+def loloha_g(eps_inf: float, eps_1: float) -> int:
+    """LOLOHA's optimal number of hash values (Arcolezi et al., EDBT 2023, the closed form minimizing its
+    approximate variance), at least 2."""
+    a, b = math.exp(eps_inf), math.exp(eps_1)
+    root = math.sqrt(a**4 - 14 * a**2 - 12 * (a * b) ** 2 + 12 * a * b + 12 * a**3 * b + 1)
+    return max(2, round((root - a**2 + 6 * a - 6 * b + 1) / (6 * (a - b))))
+
+
+class HashedChannel(Mechanism):
+    """One round of LOLOHA: (seed, y), y k-RR-like on the g hash values with P(y = h(x)) = p."""
+
+    name = "hashed-channel"
+
+    def __init__(self, domain: Domain, g: int, p: float, label: str):
+        self.g, self.p, self._label_text = g, p, label
+        self.report_width = 2
+        super().__init__(domain)
+
+    def _key(self) -> tuple:
+        return (*super()._key(), self.g, self.p)
+
+    def __repr__(self) -> str:
+        return self._label_text
+
+    @property
+    def privacy(self) -> Privacy:
+        return Privacy("ldp", math.log(self.p * (self.g - 1) / (1 - self.p)))
+
+    def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        seeds = rng.integers(PRIME, PRIME * PRIME, size=values.shape[0])  # a >= 1
+        hv = _hash(seeds, values, self.g)
+        keep = rng.random(values.shape[0]) < self.p
+        other = (hv + 1 + rng.integers(0, self.g - 1, size=values.shape[0])) % self.g
+        return np.column_stack([seeds, np.where(keep, hv, other)])
+
+    def _log_likelihood(self, reports: np.ndarray) -> np.ndarray:
+        _check_seeds(self, reports[:, 0])
+        self.require_outputs(reports[:, 1], self.g)
+        hit = _hash(reports[:, :1], np.arange(self.domain.size)[None, :], self.g) == reports[:, 1:]
+        return np.where(hit, math.log(self.p), math.log((1 - self.p) / (self.g - 1))) + LOG_SEED_PROB
+
+
+#: log P(seed): a uniform on 1..PRIME-1, b uniform on 0..PRIME-1
+LOG_SEED_PROB = -math.log(PRIME - 1) - math.log(PRIME)
+
+
+def _check_seeds(mech: Mechanism, seeds: np.ndarray) -> None:
+    bad = (seeds < PRIME) | (seeds >= PRIME * PRIME)
+    if bad.any():
+        raise EstimationError(
+            f"report seed {int(seeds[bad][0])} is not a hash seed of {mech!r}",
+            hint="check that the reports were produced by this mechanism",
+        )
+
+
+class LOLOHA(MemoizedMechanism):
+    """LOLOHA (Arcolezi, Pinzon, Palamidessi & Gambs, EDBT 2023): a memoized hash to g values, then L-GRR on them.
+
+    Each user draws a hash function once (a seed of a universal family) and memoizes L-GRR on
+    the g hash values: a report is (seed, y_t) per round, the seed repeated. The likelihood of a
+    whole sequence is L-GRR's on g values at h(x), so eps_1, eps_tau and eps_inf are L-GRR's on g values.
+    """
+
+    name = "loloha"
+    eps_inf = Param("float", gt=0, le=700, doc="eps of the permanent k-RR on the hash values (memoization bound)")
+    eps_1 = Param("float", gt=0, doc="eps of one report (< eps_inf)")
+    rounds = Param("int", 1, ge=1, doc="tau: reports per user, one per round")
+    g = Param("int", None, ge=2, doc="number of hash values (default: LOLOHA's optimal g for eps_inf, eps_1)")
+    published = Param("bool", False, doc="p2 from the L-GRR paper's closed form (one report is then below eps_1)")
+
+    def _validate(self) -> None:
+        _eps_pair_check(self.eps_inf, self.eps_1)
+        if self.g is None:
+            self.g = loloha_g(self.eps_inf, self.eps_1)
+        inner_domain = Integers(low=0, high=self.g - 1)
+        self.inner = LGRR(
+            inner_domain, eps_inf=self.eps_inf, eps_1=self.eps_1, rounds=self.rounds, published=self.published
+        )
+        self.permanent_stage = self.inner.permanent_stage
+        self.instantaneous_stages = self.inner.instantaneous_stages
+        self.report_width = 2 * self.rounds
+
+    @property
+    def round_width(self) -> int:
+        return 2
+
+    def round_channel(self, t: int) -> Mechanism:
+        self._check_round(t, 0, self.rounds - 1)
+        m = self.inner.round_channel(t).matrix
+        assert m is not None
+        return HashedChannel(self.domain, self.g, float(m[0, 0]), f"{self.name} round {t + 1} channel")
+
+    def permanent_level(self) -> float:
+        return self.inner.permanent_level()
+
+    def one_report_level(self) -> float:
+        return self.inner.one_report_level()
+
+    def round_outputs(self) -> list[int] | None:
+        return None  # seeds: too many sequences to enumerate
+
+    def eps_tau_closed(self) -> float | None:
+        return self.inner.privacy_over_time.eps_tau
+
+    def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        seeds = rng.integers(PRIME, PRIME * PRIME, size=values.shape[0])
+        y = self.inner.sample(_hash(seeds, values, self.g), rng)
+        out = np.empty((values.shape[0], self.rounds, 2), dtype=np.int64)
+        out[:, :, 0] = seeds[:, None]
+        out[:, :, 1] = y
+        return out.reshape(values.shape[0], self.report_width)
+
+    def _split(self, reports: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        pairs = reports.reshape(reports.shape[0], self.rounds, 2)
+        seeds = pairs[:, 0, 0]
+        _check_seeds(self, seeds)
+        if np.any(pairs[:, :, 0] != seeds[:, None]):
+            raise EstimationError(
+                f"a report of {self!r} changes its hash seed between rounds (a seed is drawn once per user)",
+                hint="check that the reports were produced by this mechanism",
+            )
+        return seeds, pairs[:, :, 1]
+
+    def _log_likelihood(self, reports: np.ndarray) -> np.ndarray:
+        seeds, y = self._split(reports)
+        inner = self.inner.log_likelihood(y)  # (D, g): the sequence's likelihood at each hash value
+        hashed = _hash(seeds[:, None], np.arange(self.domain.size)[None, :], self.g)
+        return np.take_along_axis(inner, hashed, axis=1) + LOG_SEED_PROB
+
+    def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, Any] | None:
+        # rescaled per report: (D, k) with the row maximum 1; the g-value likelihood is computed once per report
+        log_p = self._log_likelihood(reports)
+        shift = log_p.max(axis=1)
+        return shift, np.exp(log_p - shift[:, None])
+
+
 @hookimpl
 def register_mechanisms(register):
-    for cls in (Memoized, LGRR, LSUE, LOUE, LOSUE, LSOUE):
+    for cls in (Memoized, LGRR, LSUE, LOUE, LOSUE, LSOUE, LOLOHA):
         register(cls)
