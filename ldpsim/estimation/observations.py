@@ -75,10 +75,13 @@ def _row_keys(reports: np.ndarray, lo: np.ndarray, spans: np.ndarray) -> list[np
             bits = 0.0
         groups[-1].append(j)
         bits += width
-    return [
-        np.ravel_multi_index(tuple((reports[:, cols] - lo[cols]).T), tuple(int(s) for s in spans[cols]))
-        for cols in groups
-    ]
+    keys = []
+    for cols in groups:
+        key = np.zeros(reports.shape[0], dtype=np.int64)
+        for j in cols:  # mixed-radix digits, most significant first: the key sorts like the columns
+            key = key * int(spans[j]) + (reports[:, j] - lo[j])
+        keys.append(key)
+    return keys
 
 
 def _sorted_runs(keys: list[np.ndarray], reports: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -82,7 +82,17 @@ class PrivacyOverTime:
 
 
 class MatrixChannel(Mechanism):
-    """One report through a given row-stochastic matrix (the per-round channel A1 A2_t of a memoized protocol)."""
+    """One report through a given row-stochastic matrix (the per-round channel A1 A2_t of a memoized protocol).
+
+    Parameters
+    ----------
+    domain
+        The users' domain (one row per value).
+    matrix
+        The (|X|, outputs) row-stochastic matrix.
+    label
+        How the channel prints.
+    """
 
     name = "channel"
 
@@ -193,12 +203,34 @@ class MemoizedMechanism(Mechanism):
         return self.report_width // self.rounds
 
     def round_columns(self, t: int) -> slice:
-        """The report columns of round ``t`` (0-based)."""
+        """The report columns of round ``t``.
+
+        Parameters
+        ----------
+        t
+            The round, 0-based (0 .. rounds - 1).
+
+        Returns
+        -------
+        slice
+            Its columns in a report of this mechanism.
+        """
         self._check_round(t, 0, self.rounds - 1)
         return slice(t * self.round_width, (t + 1) * self.round_width)
 
     def prefix(self, t: int) -> Mechanism:
-        """The mechanism of the first ``t`` rounds: its reports are this one's first ``t`` rounds' columns."""
+        """The mechanism of the first ``t`` rounds, for estimates after round t.
+
+        Parameters
+        ----------
+        t
+            How many rounds, 1 .. rounds.
+
+        Returns
+        -------
+        Mechanism
+            Its reports are this mechanism's first ``t`` rounds' columns (``self`` for all rounds).
+        """
         self._check_round(t, 1, self.rounds)
         if t == self.rounds:
             return self
@@ -212,7 +244,18 @@ class MemoizedMechanism(Mechanism):
         return Composition(self.domain, self.permanent_stage, self.instantaneous_stages[:t])
 
     def round_channel(self, t: int) -> Mechanism:
-        """The one-report channel of round ``t`` (0-based): A1 A2_t, rows summing to 1."""
+        """The one-report channel of round ``t`` alone, for per-round baselines.
+
+        Parameters
+        ----------
+        t
+            The round, 0-based.
+
+        Returns
+        -------
+        Mechanism
+            The composite A1 A2_t (rows summing to 1) reading the columns :meth:`round_columns` gives.
+        """
         self._check_round(t, 0, self.rounds - 1)
         stage = self.instantaneous_stages[t]
         if stage.matrix is None or stage.report_width != 1:
@@ -447,7 +490,17 @@ def unary_log_probabilities(p: float, q: float) -> tuple[float, float, float, fl
 
 
 class UnaryChannel(BitVectorMechanism):
-    """One-hot bits, each set w.p. p if it is the value's bit and q otherwise (one round of a memoized unary protocol)."""
+    """One-hot bits, each set w.p. p if it is the value's bit and q otherwise (one round of a memoized unary protocol).
+
+    Parameters
+    ----------
+    domain
+        The users' domain: one bit per value.
+    p, q
+        P(bit = 1) for the value's own bit and for the others.
+    label
+        How the channel prints.
+    """
 
     name = "unary-channel"
 
