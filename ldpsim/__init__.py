@@ -28,6 +28,14 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
     from .model.dataset import Dataset
     from .model.domains import Categorical, Domain, Grid, Integers, OnDomain, make_domain, parse_domain
     from .model.mechanism import ROW_SUM_TOL, STRUCTURED_MIN_SIZE, Capabilities, Mechanism
+    from .model.memoized import (
+        MatrixChannel,
+        MemoizedMechanism,
+        MemoizedUnary,
+        PrivacyOverTime,
+        UnaryChannel,
+        output_domain,
+    )
     from .model.metric import Metric
     from .model.params import Configurable, Param
     from .model.privacy import Privacy, geo_level, ldp_level, lip_level
@@ -127,6 +135,12 @@ _LAZY: dict[str, str] = {
     "mechanism_report": "theory.diagnostics",
     "rr_parameters": "theory.diagnostics",
     "ROUND": "model.variables",
+    "MatrixChannel": "model.memoized",
+    "MemoizedMechanism": "model.memoized",
+    "MemoizedUnary": "model.memoized",
+    "PrivacyOverTime": "model.memoized",
+    "UnaryChannel": "model.memoized",
+    "output_domain": "model.memoized",
 }
 
 __all__ = [
@@ -211,6 +225,12 @@ __all__ = [
     "registered",
     "__version__",
     "ROUND",
+    "MatrixChannel",
+    "MemoizedMechanism",
+    "MemoizedUnary",
+    "PrivacyOverTime",
+    "UnaryChannel",
+    "output_domain",
 ]
 
 

@@ -35,6 +35,13 @@ BUILT_IN = [
     ("matrix", Categorical(values=["a", "b"]), {"rows": [[0.6, 0.4], [0.3, 0.7]]}),
     ("lip", FOUR, {"eps": 2.0, "prior": [0.2, 0.3, 0.25, 0.25]}),
     ("lip-binary", Integers(low=0, high=1), {"eps": 1.0, "prior": [0.4, 0.6]}),
+    ("memoized", FOUR, {"eps_permanent": 2.0, "eps_instantaneous": 1.5, "rounds": 2}),
+    ("l-grr", FOUR, {"eps_inf": 2.0, "eps_1": 1.0, "rounds": 2}),
+    ("l-sue", FOUR, {"eps_inf": 2.0, "eps_1": 1.0, "rounds": 2}),
+    ("l-oue", FOUR, {"eps_inf": 2.0, "eps_1": 1.0, "rounds": 2}),
+    ("l-osue", FOUR, {"eps_inf": 2.0, "eps_1": 1.0, "rounds": 2}),
+    ("l-soue", FOUR, {"eps_inf": 2.0, "eps_1": 1.0, "rounds": 2}),
+    ("loloha", FOUR, {"eps_inf": 2.0, "eps_1": 1.0, "rounds": 2}),
 ]
 
 

@@ -53,6 +53,13 @@ EXAMPLES = {
     "lip": (Integers(low=0, high=2), {"eps": 2.0, "prior": [0.2, 0.3, 0.5]}),
     "lip-binary": (Integers(low=0, high=1), {"eps": 1.0, "prior": [0.4, 0.6]}),
     "matrix": (Categorical(values=["x", "y"]), {"rows": [[0.8, 0.2], [0.3, 0.7]]}),
+    "memoized": (LINE, {"eps_permanent": 2.0, "instantaneous": ["krr", "krr"], "eps_instantaneous": [1.0, 1.5]}),
+    "l-grr": (Categorical(values=list("abcd")), {"eps_inf": 3.0, "eps_1": 1.0, "rounds": 2}),
+    "l-sue": (Integers(low=0, high=2), {"eps_inf": 3.0, "eps_1": 1.0, "rounds": 2}),
+    "l-oue": (Integers(low=0, high=2), {"eps_inf": 3.0, "eps_1": 1.0, "rounds": 2}),
+    "l-osue": (Integers(low=0, high=2), {"eps_inf": 3.0, "eps_1": 1.0, "rounds": 2}),
+    "l-soue": (Integers(low=0, high=2), {"eps_inf": 3.0, "eps_1": 1.0, "rounds": 2}),
+    "loloha": (LINE, {"eps_inf": 3.0, "eps_1": 1.0, "rounds": 2}),
 }
 
 
@@ -92,9 +99,29 @@ CAPABILITIES = {
     "lip": set(),
     "lip-binary": set(),
     "matrix": set(),
+    # memoized: one report is the whole sequence, whose likelihood is a sum over the permanent response
+    "memoized": {"structured_likelihood"},
+    "l-grr": {"structured_likelihood"},
+    "l-sue": {"structured_likelihood"},
+    "l-oue": {"structured_likelihood"},
+    "l-osue": {"structured_likelihood"},
+    "l-soue": {"structured_likelihood"},
+    "loloha": {"structured_likelihood"},
 }
 #: mechanisms whose structured likelihood is used on every domain (bit vectors, hashed reports)
-ALWAYS_STRUCTURED = {"rappor", "oue", "olh", "subset_selection"}
+ALWAYS_STRUCTURED = {
+    "rappor",
+    "oue",
+    "olh",
+    "subset_selection",
+    "memoized",
+    "l-grr",
+    "l-sue",
+    "l-oue",
+    "l-osue",
+    "l-soue",
+    "loloha",
+}
 
 
 def test_every_example_has_its_capabilities_listed():
@@ -167,7 +194,10 @@ def _domain_of_size(name, size):
     return Integers(low=0, high=size - 1)
 
 
-STRUCTURED = sorted(n for n, caps in CAPABILITIES.items() if "structured_likelihood" in caps)
+#: memoized mechanisms take other parameters (eps_inf, eps_1) and use their structured likelihood on
+#: every domain: tests/test_longitudinal.py checks them
+MEMOIZED = {"memoized", "l-grr", "l-sue", "l-oue", "l-osue", "l-soue", "loloha"}
+STRUCTURED = sorted(n for n, caps in CAPABILITIES.items() if "structured_likelihood" in caps and n not in MEMOIZED)
 
 
 @pytest.mark.parametrize("name", STRUCTURED)

@@ -58,7 +58,11 @@ def unique_rows(reports: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     lo = reports.min(axis=0)
     spans = reports.max(axis=0) - lo + 1
     if float(np.log2(spans).sum()) >= 62:
-        return np.unique(reports, axis=0, return_counts=True)
+        keys = _row_keys(reports, lo, spans)
+        if keys is None:
+            return np.unique(reports, axis=0, return_counts=True)
+        rows, starts, order = _sorted_runs(keys, reports)
+        return rows, np.diff(np.append(starts, order.size)).astype(np.int64)
     # Pack each row into one integer: counting integers is far faster than sorting rows.
     keys = (
         np.ravel_multi_index(tuple((reports - lo).T), tuple(spans)) if reports.shape[1] > 1 else reports[:, 0] - lo[0]
@@ -73,8 +77,50 @@ def unique_rows(reports: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rows.astype(np.int64), counts.astype(np.int64)
 
 
+def _row_keys(reports: np.ndarray, lo: np.ndarray, spans: np.ndarray) -> list[np.ndarray] | None:
+    """Rows packed into a few int64 keys (consecutive columns whose spans multiply below 2^62) that sort
+    like the rows: lexicographic order, as np.unique(axis=0) gives, without its slow sort of row records.
+    None if a single column spans 2^62 or more."""
+    groups: list[list[int]] = [[]]
+    bits = 0.0
+    for j, span in enumerate(spans):
+        width = float(np.log2(span))
+        if width >= 62:
+            return None
+        if groups[-1] and bits + width >= 62:
+            groups.append([])
+            bits = 0.0
+        groups[-1].append(j)
+        bits += width
+    keys = []
+    for cols in groups:
+        key = np.zeros(reports.shape[0], dtype=np.int64)
+        for j in cols:  # mixed-radix digits, most significant first: the key sorts like the columns
+            key = key * int(spans[j]) + (reports[:, j] - lo[j])
+        keys.append(key)
+    return keys
+
+
+def _sorted_runs(keys: list[np.ndarray], reports: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(distinct rows in lexicographic order, start of each one's run in the sorted order, the order)."""
+    order = np.lexsort(keys[::-1])  # lexsort's last key is the primary one
+    change = np.zeros(order.size, dtype=bool)
+    change[:1] = True
+    for key in keys:
+        ordered = key[order]
+        change[1:] |= ordered[1:] != ordered[:-1]
+    starts = np.flatnonzero(change)
+    return reports[order[starts]].astype(np.int64), starts, order
+
+
 def sum_equal_rows(reports: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct rows of ``reports`` and the summed ``counts`` of each."""
+    if reports.shape[0] and reports.ndim == 2 and reports.shape[1]:
+        lo = reports.min(axis=0)
+        keys = _row_keys(reports, lo, reports.max(axis=0) - lo + 1)
+        if keys is not None:
+            rows, starts, order = _sorted_runs(keys, reports)
+            return rows, np.add.reduceat(np.asarray(counts)[order], starts).astype(np.int64)
     uniq, inverse = np.unique(reports, axis=0, return_inverse=True)
     summed = np.bincount(inverse.ravel(), weights=counts, minlength=len(uniq)).astype(np.int64)
     return uniq, summed

@@ -39,6 +39,7 @@ from ..model.metric import Metric
 from ..model.variables import DOMAIN, POINT, ROUND, TASK, Variable
 from .labels import describe, metric_long_name, metric_units
 from .scores import SCORE_ATTR
+from .variables import PRIVACY_LEVELS
 
 
 class SweepAxis(Protocol):
@@ -73,6 +74,7 @@ class Layout:
     variables: Sequence[Variable]
     #: rounds after each of which tasks estimated (``round`` dimension); 0: no such dimension
     rounds: int = 0
+    cohorts: Sequence[str] = ()  # the cohorts' names, the coordinates of a per-cohort variable
 
     @property
     def grid(self) -> tuple[int, ...]:
@@ -137,6 +139,8 @@ def assemble(
         coords["seed"] = ("rep", np.full(layout.repetitions, seed, dtype=np.int64))
     if layout.rounds:
         coords["round"] = np.arange(1, layout.rounds + 1)
+    if any("cohort" in dims for dims, _, _ in data.values()):
+        coords.update(cohort=list(layout.cohorts), privacy_level=list(PRIVACY_LEVELS))
     if isinstance(domain, Grid):
         coords["y"] = ("row", (np.arange(domain.rows) + 0.5) * domain.cell)
         coords["x"] = ("col", (np.arange(domain.cols) + 0.5) * domain.cell)

@@ -16,6 +16,9 @@ from .noisy import NOISY_DESCRIPTION
 
 PER_ESTIMATE = ("estimator", TASK, ROUND)
 
+#: the levels of ``privacy_over_time``, in order
+PRIVACY_LEVELS = ("eps_1", "eps_tau", "eps_inf")
+
 CORE: tuple[Variable, ...] = (
     Variable(  # stored as one variable per metric, named by its label (ldpsim.results.scores)
         "scores",
@@ -80,6 +83,15 @@ CORE: tuple[Variable, ...] = (
         source="task",
         optional=True,
         description=NOISY_DESCRIPTION,
+    ),
+    Variable(
+        "privacy_over_time",
+        (POINT, "cohort", "privacy_level"),
+        "LDP levels of each cohort's memoized mechanism: one report, all its rounds, the memoization bound",
+        source="task",
+        optional=True,
+        description="NaN for a cohort whose plan is not one memoized (longitudinal) mechanism; eps_tau is the"
+        " level of all the mechanism's rounds of one value, eps_inf its permanent stage's",
     ),
 )
 

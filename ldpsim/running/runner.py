@@ -181,6 +181,7 @@ def layout(scenario: Scenario) -> Layout:
         setup.metrics,
         declared(plugins),
         rounds=scenario.rounds,
+        cohorts=[cohort.name for cohort in setup.cohorts],
     )
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import multiprocessing
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,11 +34,12 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ..estimation.observations import Observations
+from ..model.memoized import MemoizedMechanism
 from ..model.variables import DOMAIN, Variable
 from ..plugin.registry import get_registry
 from ..results.noisy import noisy_distribution
-from ..results.variables import CORE, declared
-from .build import Builder, Setup
+from ..results.variables import CORE, PRIVACY_LEVELS, declared
+from .build import Builder, Cohort, Setup
 from .scenario import Scenario
 from .simulation import cohort_group, split_counts
 from .sweep import Point
@@ -169,6 +170,7 @@ class _Run:
     distinct_reports: int
     users: int
     simulation_seconds: float
+    privacy_over_time: np.ndarray | None = None
 
 
 def _run_task(task: Task, builder: Builder | None) -> TaskResult:
@@ -181,7 +183,14 @@ def _run_task(task: Task, builder: Builder | None) -> TaskResult:
         values = _by_round(variables, per_round, setup.domain.size)
     else:
         values = _estimated(setup, truth, observations, variables)
-    run = _Run(truth, noisy_distribution(observations), observations.n_distinct, setup.users, simulated)
+    run = _Run(
+        truth,
+        noisy_distribution(observations),
+        observations.n_distinct,
+        setup.users,
+        simulated,
+        cohort_privacy(setup.cohorts),
+    )
     for var in variables:
         if var.source == "task":
             value = getattr(run, var.key)
@@ -238,6 +247,17 @@ def _by_round(
         filled = [v if v is not None else var.empty(shape) for v in found]
         values[var.name] = np.stack(filled, axis=var.lead)
     return values
+
+
+def cohort_privacy(cohorts: Sequence[Cohort]) -> np.ndarray | None:
+    """(cohorts, 3) eps_1, eps_tau, eps_inf of each cohort whose plan is one memoized mechanism (NaN for the
+    others); None if no cohort has one, so scenarios without memoized mechanisms keep their variables."""
+    rows = np.full((len(cohorts), len(PRIVACY_LEVELS)), np.nan)
+    for c, cohort in enumerate(cohorts):
+        if len(cohort.plan) == 1 and isinstance(cohort.plan[0], MemoizedMechanism):
+            levels = cohort.plan[0].privacy_over_time
+            rows[c] = levels.eps_1, levels.eps_tau, levels.eps_inf
+    return None if np.isnan(rows).all() else rows
 
 
 def _stack(var: Variable, found: list[np.ndarray | None], size: int) -> np.ndarray:

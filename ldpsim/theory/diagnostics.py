@@ -26,6 +26,7 @@ import numpy as np
 from ..estimation.engine import Likelihood
 from ..estimation.observations import Observations
 from ..model.mechanism import Mechanism
+from ..model.memoized import MemoizedMechanism, PrivacyOverTime
 from ..model.privacy import Privacy, geo_level, ldp_level, lip_level
 
 #: relative tolerance on singular values for numerical rank
@@ -80,6 +81,10 @@ class MechanismReport:
     #: the smallest positive ones are near the floor (~1e-308): underflow, not impossibility. The
     #: levels above are then those of the representable probabilities, and cannot prove the claim.
     underflow: int = 0
+    #: eps_1, eps_tau and eps_inf of a memoized (longitudinal) mechanism, None for others
+    over_time: PrivacyOverTime | None = None
+    #: the levels a memoized mechanism's parameters name (e.g. {"eps_1": 1.0, "eps_inf": 4.0})
+    declared_levels: dict[str, float] = field(default_factory=dict)
 
     @property
     def privacy_holds(self) -> bool | None:
@@ -107,6 +112,15 @@ class MechanismReport:
         out = [f"mechanism   {self.mechanism}", f"declares    {self.declared}: {self._verdict()}"]
         out.append(f"LDP         eps = {_num(self.ldp_eps)}{lower}: the smallest eps with P(z|x) <= e^eps P(z|x')")
         out.append(f"d-privacy   eps = {_num(self.geo_eps)} per unit of distance{lower}")
+        if self.over_time is not None:
+            levels = self.over_time
+            out.append(
+                f"over time   eps_1 = {_num(levels.eps_1)} (one report), eps_{levels.rounds} = {_num(levels.eps_tau)}"
+                f" (all {levels.rounds} reports, {levels.method}), eps_inf = {_num(levels.eps_inf)} (memoization bound)"
+            )
+            if self.declared_levels:
+                named = ", ".join(f"{key} = {_num(value)}" for key, value in self.declared_levels.items())
+                out.append(f"parameters  {named}")
         if self.lip_eps is not None:
             out.append(f"LIP         eps = {_num(self.lip_eps)} under the given prior (002 Definition 3)")
         outs = "unbounded outputs" if self.outputs is None else f"{self.outputs} outputs"
@@ -206,6 +220,12 @@ def mechanism_report(
         underflow=underflow,
         inv_bounds=inv_bounds(mech, users=users, repetitions=repetitions, seed=seed),
         declared_notion_eps=declared_eps,
+        over_time=mech.privacy_over_time if isinstance(mech, MemoizedMechanism) else None,
+        declared_levels={
+            key: float(value)
+            for key, value in mech.get_params().items()
+            if key in ("eps_1", "eps_inf") and isinstance(mech, MemoizedMechanism)
+        },
     )
 
 

@@ -1,0 +1,369 @@
+"""Memoized longitudinal protocols: a permanent response drawn once, an instantaneous one every round.
+
+One report is the user's whole sequence of ``rounds`` reports (see ``ldpsim.MemoizedMechanism``),
+so GIBU (``ibu``/``mle``) estimates from the exact joint likelihood of the sequence.
+
+* ``memoized``: any permanent mechanism with finitely many outputs, then any instantaneous
+  mechanism(s) on its outputs, by name and eps (a cohort may switch mechanisms between rounds).
+* ``l-grr``, ``l-sue`` (basic RAPPOR), ``l-oue``, ``l-osue``, ``l-soue``: Arcolezi, Couchot,
+  Al Bouna & Xiao, "Improving the utility of locally differentially private protocols for
+  longitudinal and multidimensional frequency estimates" (2022). The permanent stage is
+  eps_inf-LDP; the instantaneous stage is chosen so that one report is eps_1-LDP, with
+  ``eps_1 = log[P'(1 - Q') / (Q'(1 - P'))]`` for the composite bit probabilities
+  ``P' = p1 p2 + (1 - p1) q2``, ``Q' = q1 p2 + (1 - q1) q2`` of the unary protocols (the paper's
+  definition; ldpsim solves it numerically, and the tests check the solutions against the closed
+  forms of multi-freq-ldpy).
+
+L-GRR's eps_1: the composite one-report channel A1 A2 has ``P(y = x | x) = p1 p2 + (k-1) q1 q2`` and
+``P(y | x) = q1 p2 + p1 q2 + (k-2) q1 q2`` for each y != x. By default ldpsim solves
+``e^eps_1 = P(x | x) / P(y | x)`` exactly; ``published = true`` uses the paper's closed form for p2,
+which solves ``e^eps_1 = (p1 p2 + q1 q2) / (p1 q2 + q1 p2)`` (no (k-1), (k-2) q1 q2 terms): its
+report is then more private than eps_1 (e.g. 0.92 for eps_1 = 1, eps_inf = 4, k = 10), and
+``ldpsim check mechanism`` prints the true level.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ldpsim import (
+    Domain,
+    EstimationError,
+    Integers,
+    Mechanism,
+    MemoizedMechanism,
+    MemoizedUnary,
+    Param,
+    ParameterError,
+    Privacy,
+    get_registry,
+    hookimpl,
+    output_domain,
+)
+
+
+def _eps_pair_check(eps_inf: float, eps_1: float) -> None:
+    if eps_1 >= eps_inf:
+        raise ParameterError(
+            f"eps_1 ({eps_1:g}) must be below eps_inf ({eps_inf:g})",
+            field="eps_1",
+            hint="choose eps_1 < eps_inf: one report must be more private than the permanent response",
+        )
+
+
+class Memoized(MemoizedMechanism):
+    """A permanent mechanism reused by instantaneous mechanism(s) every round; a report is the whole sequence."""
+
+    name = "memoized"
+    permanent = Param("str", "krr", doc="the permanent stage: a mechanism with finitely many outputs")
+    eps_permanent = Param("float", gt=0, doc="eps of the permanent stage (eps_inf for k-RR)")
+    instantaneous = Param(
+        ("str", "strings"), "krr", doc="the instantaneous mechanism, or one per round (on the permanent outputs)"
+    )
+    eps_instantaneous = Param(("float", "vector"), gt=0, doc="eps of the instantaneous stage, or one per round")
+    rounds = Param("int", None, ge=1, doc="tau: reports per user, one per round (default: the stages given, or 1)")
+
+    def _stages(self) -> tuple[Mechanism, Sequence[Mechanism]]:
+        registry = get_registry()
+        names = (self.instantaneous,) if isinstance(self.instantaneous, str) else tuple(self.instantaneous)
+        eps = np.atleast_1d(np.asarray(self.eps_instantaneous, dtype=float))
+        if self.rounds is None:
+            self.rounds = max(len(names), eps.size)
+        for field, given in (("instantaneous", len(names)), ("eps_instantaneous", eps.size)):
+            if given not in (1, self.rounds):
+                raise ParameterError(
+                    f"gives {given} stages for {self.rounds} rounds",
+                    field=field,
+                    hint="give one value for every round, or one per round",
+                )
+        permanent = registry.create("mechanism", self.permanent, self.domain, eps=self.eps_permanent)
+        inputs = output_domain(permanent)
+        built: dict[tuple[str, float], Mechanism] = {}
+        stages = []
+        for t in range(self.rounds):
+            key = (names[t % len(names)], float(eps[t % eps.size]))
+            if key not in built:
+                built[key] = registry.create("mechanism", key[0], inputs, eps=key[1])
+            stages.append(built[key])
+        return permanent, stages
+
+    def _prefix(self, t: int) -> Mechanism:
+        params: dict[str, Any] = {**self.get_params(), "rounds": t}
+        if not isinstance(self.instantaneous, str) and len(self.instantaneous) > 1:
+            params["instantaneous"] = self.instantaneous[:t]
+        if np.ndim(self.eps_instantaneous) and np.size(self.eps_instantaneous) > 1:
+            params["eps_instantaneous"] = np.asarray(self.eps_instantaneous)[:t]
+        return type(self)(self.domain, **params)
+
+
+class LGRR(MemoizedMechanism):
+    """L-GRR (Arcolezi et al. 2022): k-RR with eps_inf memoized, then k-RR every round, one report eps_1-LDP."""
+
+    name = "l-grr"
+    eps_inf = Param("float", gt=0, le=700, doc="eps of the permanent k-RR: the bound over infinitely many rounds")
+    eps_1 = Param("float", gt=0, doc="eps of one report (< eps_inf)")
+    rounds = Param("int", 1, ge=1, doc="tau: reports per user, one per round")
+    published = Param("bool", False, doc="use the paper's closed form for p2 (one report is then below eps_1)")
+
+    def instantaneous_p(self) -> float:
+        """p2, the probability that a round reports the permanent value."""
+        return lgrr_p2(self.domain.size, self.eps_inf, self.eps_1, self.published)
+
+    def _stages(self) -> tuple[Mechanism, Sequence[Mechanism]]:
+        _eps_pair_check(self.eps_inf, self.eps_1)
+        k = self.domain.size
+        p2 = self.instantaneous_p()
+        q2 = (1.0 - p2) / (k - 1)
+        if not q2 < p2 < 1:
+            raise ParameterError(
+                f"gives no valid instantaneous stage (p2 = {p2:.6g})", field="eps_1", hint="choose a smaller eps_1"
+            )
+        registry = get_registry()
+        permanent = registry.create("mechanism", "krr", self.domain, eps=self.eps_inf)
+        stage = registry.create("mechanism", "krr", self.domain, eps=math.log(p2 / q2))
+        return permanent, [stage] * self.rounds
+
+
+def _solve_round(eps_1: float, p1: float, q1: float, symmetric: bool, eps_inf: float) -> tuple[float, float]:
+    """(p2, q2) of the instantaneous bit flip whose composite with (p1, q1) is eps_1-LDP.
+
+    ``symmetric``: q2 = 1 - p2 with p2 in (1/2, 1) (SUE); else p2 = 1/2 and q2 in (0, 1/2) (OUE).
+    The level grows from 0 (p2 = q2) to its largest value as the flip vanishes: one root.
+    """
+    from scipy.optimize import brentq
+
+    def pair(s: float) -> tuple[float, float]:
+        return (s, 1.0 - s) if symmetric else (0.5, s)
+
+    def level(s: float) -> float:
+        p2, q2 = pair(s)
+        big, small = p1 * p2 + (1 - p1) * q2, q1 * p2 + (1 - q1) * q2
+        return math.log(big / small) + math.log1p(-small) - math.log1p(-big) - eps_1
+
+    near, far = (0.5, 1.0) if symmetric else (0.5, 0.0)
+    tiny = 1e-12
+    lo, hi = near + (tiny if symmetric else -tiny), far - (tiny if symmetric else -tiny)
+    if level(hi) <= 0:
+        raise ParameterError(
+            f"eps_1 = {eps_1:g} is out of reach with eps_inf = {eps_inf:g}: one report is at most"
+            f" {level(hi) + eps_1:.6g}-LDP",
+            field="eps_1",
+            hint="choose a smaller eps_1 or a larger eps_inf",
+        )
+    return pair(brentq(level, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps))
+
+
+class _LongitudinalUnary(MemoizedUnary):
+    """L-UE family: a subclass sets ``permanent_kind`` and ``instantaneous_kind`` ("sue" or "oue")."""
+
+    permanent_kind = "sue"
+    instantaneous_kind = "sue"
+    eps_inf = Param("float", gt=0, le=700, doc="eps of the permanent unary encoding (the memoization bound)")
+    eps_1 = Param("float", gt=0, doc="eps of one report (< eps_inf)")
+    rounds = Param("int", 1, ge=1, doc="tau: reports per user, one per round")
+
+    def _bit_probabilities(self) -> tuple[tuple[float, float], Sequence[tuple[float, float]]]:
+        _eps_pair_check(self.eps_inf, self.eps_1)
+        if self.permanent_kind == "sue":
+            p1 = 1.0 / (1.0 + math.exp(-self.eps_inf / 2))
+            q1 = 1.0 - p1
+        else:
+            p1, q1 = 0.5, 1.0 / (1.0 + math.exp(self.eps_inf))
+        flip = _solve_round(self.eps_1, p1, q1, self.instantaneous_kind == "sue", self.eps_inf)
+        return (p1, q1), [flip] * self.rounds
+
+
+class LSUE(_LongitudinalUnary):
+    """L-SUE, basic RAPPOR (Erlingsson et al. 2014; Arcolezi et al. 2022): symmetric unary encoding in both stages."""
+
+    name = "l-sue"
+
+
+class LOUE(_LongitudinalUnary):
+    """L-OUE (Arcolezi et al. 2022): optimized unary encoding in both stages."""
+
+    name = "l-oue"
+    permanent_kind = "oue"
+    instantaneous_kind = "oue"
+
+
+class LOSUE(_LongitudinalUnary):
+    """L-OSUE (Arcolezi et al. 2022): OUE permanent stage, symmetric unary instantaneous stage."""
+
+    name = "l-osue"
+    permanent_kind = "oue"
+    instantaneous_kind = "sue"
+
+
+class LSOUE(_LongitudinalUnary):
+    """L-SOUE (Arcolezi et al. 2022): symmetric unary permanent stage, OUE instantaneous stage."""
+
+    name = "l-soue"
+    permanent_kind = "sue"
+    instantaneous_kind = "oue"
+
+
+#: the universal hash family of LOLOHA's reports: h(x) = ((a x + b) mod PRIME) mod g, seed a * PRIME + b
+PRIME = (1 << 31) - 1
+
+
+def _hash(seeds: np.ndarray, x: np.ndarray, g: int) -> np.ndarray:
+    a, b = np.divmod(seeds, PRIME)
+    return (a * x + b) % PRIME % g
+
+
+def lgrr_p2(k: int, eps_inf: float, eps_1: float, published: bool) -> float:
+    """p2 of L-GRR on k values (see the module docstring): exact one-report level eps_1, or the paper's form."""
+    p1 = 1.0 / (1.0 + (k - 1) * math.exp(-eps_inf))
+    q1 = (1.0 - p1) / (k - 1)
+    e = math.exp(eps_1)
+    if published:
+        return (q1 - e * p1) / (-p1 * e + k * q1 * e - q1 * e - p1 * (k - 1) + q1)
+    c = (1.0 - q1) / (k - 1)  # P(y | x) = q1 p2 + c (1 - p2) for y != x
+    return (e * c - q1) / (p1 - q1 - e * q1 + e * c)
+
+
+def loloha_g(eps_inf: float, eps_1: float) -> int:
+    """LOLOHA's optimal number of hash values (Arcolezi et al., EDBT 2023, the closed form minimizing its
+    approximate variance), at least 2."""
+    a, b = math.exp(eps_inf), math.exp(eps_1)
+    root = math.sqrt(a**4 - 14 * a**2 - 12 * (a * b) ** 2 + 12 * a * b + 12 * a**3 * b + 1)
+    return max(2, round((root - a**2 + 6 * a - 6 * b + 1) / (6 * (a - b))))
+
+
+class HashedChannel(Mechanism):
+    """One round of LOLOHA: (seed, y), y k-RR-like on the g hash values with P(y = h(x)) = p."""
+
+    name = "hashed-channel"
+
+    def __init__(self, domain: Domain, g: int, p: float, label: str):
+        self.g, self.p, self._label_text = g, p, label
+        self.report_width = 2
+        super().__init__(domain)
+
+    def _key(self) -> tuple:
+        return (*super()._key(), self.g, self.p)
+
+    def __repr__(self) -> str:
+        return self._label_text
+
+    @property
+    def privacy(self) -> Privacy:
+        return Privacy("ldp", math.log(self.p * (self.g - 1) / (1 - self.p)))
+
+    def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        seeds = rng.integers(PRIME, PRIME * PRIME, size=values.shape[0])  # a >= 1
+        hv = _hash(seeds, values, self.g)
+        keep = rng.random(values.shape[0]) < self.p
+        other = (hv + 1 + rng.integers(0, self.g - 1, size=values.shape[0])) % self.g
+        return np.column_stack([seeds, np.where(keep, hv, other)])
+
+    def _log_likelihood(self, reports: np.ndarray) -> np.ndarray:
+        _check_seeds(self, reports[:, 0])
+        self.require_outputs(reports[:, 1], self.g)
+        hit = _hash(reports[:, :1], np.arange(self.domain.size)[None, :], self.g) == reports[:, 1:]
+        return np.where(hit, math.log(self.p), math.log((1 - self.p) / (self.g - 1))) + LOG_SEED_PROB
+
+
+#: log P(seed): a uniform on 1..PRIME-1, b uniform on 0..PRIME-1
+LOG_SEED_PROB = -math.log(PRIME - 1) - math.log(PRIME)
+
+
+def _check_seeds(mech: Mechanism, seeds: np.ndarray) -> None:
+    bad = (seeds < PRIME) | (seeds >= PRIME * PRIME)
+    if bad.any():
+        raise EstimationError(
+            f"report seed {int(seeds[bad][0])} is not a hash seed of {mech!r}",
+            hint="check that the reports were produced by this mechanism",
+        )
+
+
+class LOLOHA(MemoizedMechanism):
+    """LOLOHA (Arcolezi, Pinzon, Palamidessi & Gambs, EDBT 2023): a memoized hash to g values, then L-GRR on them.
+
+    Each user draws a hash function once (a seed of a universal family) and memoizes L-GRR on
+    the g hash values: a report is (seed, y_t) per round, the seed repeated. The likelihood of a
+    whole sequence is L-GRR's on g values at h(x), so eps_1, eps_tau and eps_inf are L-GRR's on g values.
+    """
+
+    name = "loloha"
+    eps_inf = Param("float", gt=0, le=700, doc="eps of the permanent k-RR on the hash values (memoization bound)")
+    eps_1 = Param("float", gt=0, doc="eps of one report (< eps_inf)")
+    rounds = Param("int", 1, ge=1, doc="tau: reports per user, one per round")
+    g = Param("int", None, ge=2, doc="number of hash values (default: LOLOHA's optimal g for eps_inf, eps_1)")
+    published = Param("bool", False, doc="p2 from the L-GRR paper's closed form (one report is then below eps_1)")
+
+    def _validate(self) -> None:
+        _eps_pair_check(self.eps_inf, self.eps_1)
+        if self.g is None:
+            self.g = loloha_g(self.eps_inf, self.eps_1)
+        inner_domain = Integers(low=0, high=self.g - 1)
+        self.inner = LGRR(
+            inner_domain, eps_inf=self.eps_inf, eps_1=self.eps_1, rounds=self.rounds, published=self.published
+        )
+        self.permanent_stage = self.inner.permanent_stage
+        self.instantaneous_stages = self.inner.instantaneous_stages
+        self.report_width = 2 * self.rounds
+
+    @property
+    def round_width(self) -> int:
+        return 2
+
+    def round_channel(self, t: int) -> Mechanism:
+        self._check_round(t, 0, self.rounds - 1)
+        m = self.inner.round_channel(t).matrix
+        assert m is not None
+        return HashedChannel(self.domain, self.g, float(m[0, 0]), f"{self.name} round {t + 1} channel")
+
+    def permanent_level(self) -> float:
+        return self.inner.permanent_level()
+
+    def one_report_level(self) -> float:
+        return self.inner.one_report_level()
+
+    def round_outputs(self) -> list[int] | None:
+        return None  # seeds: too many sequences to enumerate
+
+    def eps_tau_closed(self) -> float | None:
+        return self.inner.privacy_over_time.eps_tau
+
+    def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        seeds = rng.integers(PRIME, PRIME * PRIME, size=values.shape[0])
+        y = self.inner.sample(_hash(seeds, values, self.g), rng)
+        out = np.empty((values.shape[0], self.rounds, 2), dtype=np.int64)
+        out[:, :, 0] = seeds[:, None]
+        out[:, :, 1] = y
+        return out.reshape(values.shape[0], self.report_width)
+
+    def _split(self, reports: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        pairs = reports.reshape(reports.shape[0], self.rounds, 2)
+        seeds = pairs[:, 0, 0]
+        _check_seeds(self, seeds)
+        if np.any(pairs[:, :, 0] != seeds[:, None]):
+            raise EstimationError(
+                f"a report of {self!r} changes its hash seed between rounds (a seed is drawn once per user)",
+                hint="check that the reports were produced by this mechanism",
+            )
+        return seeds, pairs[:, :, 1]
+
+    def _log_likelihood(self, reports: np.ndarray) -> np.ndarray:
+        seeds, y = self._split(reports)
+        inner = self.inner.log_likelihood(y)  # (D, g): the sequence's likelihood at each hash value
+        hashed = _hash(seeds[:, None], np.arange(self.domain.size)[None, :], self.g)
+        return np.take_along_axis(inner, hashed, axis=1) + LOG_SEED_PROB
+
+    def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, Any] | None:
+        # rescaled per report: (D, k) with the row maximum 1; the g-value likelihood is computed once per report
+        log_p = self._log_likelihood(reports)
+        shift = log_p.max(axis=1)
+        return shift, np.exp(log_p - shift[:, None])
+
+
+@hookimpl
+def register_mechanisms(register):
+    for cls in (Memoized, LGRR, LSUE, LOUE, LOSUE, LSOUE, LOLOHA):
+        register(cls)
