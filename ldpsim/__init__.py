@@ -28,6 +28,7 @@ from .estimation.estimator import (
 from .estimation.observations import Observations, ReportGroup
 from .estimation.operators import (
     constant_plus_column,
+    constant_plus_intervals,
     convolution_likelihood,
     named_values_likelihood,
     rank_one_plus_sparse,
@@ -40,6 +41,7 @@ from .model.dataset import Dataset
 from .model.domains import Categorical, Domain, Grid, Integers, OnDomain, make_domain, parse_domain
 from .model.mechanism import ROW_SUM_TOL, STRUCTURED_MIN_SIZE, Capabilities, Mechanism
 from .model.metric import Metric
+from .model.numeric import NumericMechanism, band_cells, band_matrix, band_rows, piecewise_bands
 from .model.params import Configurable, Param
 from .model.privacy import Privacy, geo_level, ldp_level, lip_level
 from .model.variables import DOMAIN, POINT, TASK, Variable
@@ -113,6 +115,12 @@ __all__ = [
     "check_mechanism",
     "check_start",
     "constant_plus_column",
+    "constant_plus_intervals",
+    "NumericMechanism",
+    "band_cells",
+    "band_matrix",
+    "band_rows",
+    "piecewise_bands",
     "convolution_likelihood",
     "get_registry",
     "geo_level",
