@@ -17,7 +17,16 @@ from .base.errors import (
     PluginError,
     ScenarioError,
 )
-from .estimation.engine import DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_TOL, EMResult, Likelihood, check_start, gibu
+from .estimation.engine import (
+    DEFAULT_DELTA,
+    DEFAULT_MAX_ITER,
+    DEFAULT_TOL,
+    EMResult,
+    Likelihood,
+    binomial_smoothing,
+    check_start,
+    gibu,
+)
 from .estimation.estimator import (
     INTERVAL_OUTPUTS,
     Estimate,
@@ -116,6 +125,7 @@ __all__ = [
     "check_start",
     "constant_plus_column",
     "constant_plus_intervals",
+    "binomial_smoothing",
     "NumericMechanism",
     "band_cells",
     "band_matrix",

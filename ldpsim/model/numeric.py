@@ -118,7 +118,7 @@ class NumericMechanism(Mechanism):
         return domain.low, domain.high
 
     @property
-    def _value_scale(self) -> float:
+    def value_scale(self) -> float:
         """Domain units per unit of t."""
         lo, hi = self.input_range
         low, high = self._span
@@ -156,7 +156,7 @@ class NumericMechanism(Mechanism):
         counts = np.asarray(counts, dtype=float)
         alpha, beta = self.mean_response()
         t_hat = (float(counts @ self.midpoints[z]) / counts.sum() - alpha) / beta
-        return float(self._span[0] + (t_hat - self.input_range[0]) * self._value_scale)
+        return float(self._span[0] + (t_hat - self.input_range[0]) * self.value_scale)
 
     def mean_variance(self, theta: np.ndarray, *, continuous: bool = False) -> float:
         """n Var of the unbiased mean for n users with distribution ``theta``, in squared domain units.
@@ -182,7 +182,7 @@ class NumericMechanism(Mechanism):
         m = self.midpoints
         second = m**2 + ((right - left) ** 2 / 12 if continuous else 0.0)
         var = float(probs @ second - (probs @ m) ** 2)
-        return var * (self._value_scale / self.mean_response()[1]) ** 2
+        return var * (self.value_scale / self.mean_response()[1]) ** 2
 
 
 def band_cells(low: float, high: float, band_low: np.ndarray, band_high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
