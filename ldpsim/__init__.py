@@ -50,7 +50,7 @@ from .model.dataset import Dataset
 from .model.domains import Categorical, Domain, Grid, Integers, OnDomain, make_domain, parse_domain
 from .model.mechanism import ROW_SUM_TOL, STRUCTURED_MIN_SIZE, Capabilities, Mechanism
 from .model.metric import Metric
-from .model.numeric import NumericMechanism, band_cells, band_matrix, band_rows, piecewise_bands
+from .model.numeric import NumericMechanism, band_cells, band_matrix, band_rows, piecewise_bands, runs_mask
 from .model.params import Configurable, Param
 from .model.privacy import Privacy, geo_level, ldp_level, lip_level
 from .model.variables import DOMAIN, POINT, TASK, Variable
@@ -131,6 +131,7 @@ __all__ = [
     "band_matrix",
     "band_rows",
     "piecewise_bands",
+    "runs_mask",
     "convolution_likelihood",
     "get_registry",
     "geo_level",

@@ -53,6 +53,10 @@ EXAMPLES = {
     "lip": (Integers(low=0, high=2), {"eps": 2.0, "prior": [0.2, 0.3, 0.5]}),
     "lip-binary": (Integers(low=0, high=1), {"eps": 1.0, "prior": [0.4, 0.6]}),
     "matrix": (Categorical(values=["x", "y"]), {"rows": [[0.8, 0.2], [0.3, 0.7]]}),
+    "duchi": (LINE, {"eps": 1.0}),
+    "piecewise": (LINE, {"eps": 1.0}),
+    "hybrid": (LINE, {"eps": 1.0}),
+    "square_wave": (LINE, {"eps": 1.0}),
 }
 
 
@@ -85,6 +89,10 @@ CAPABILITIES = {
     "lip": set(),
     "lip-binary": set(),
     "matrix": set(),
+    "duchi": {"output_count"},
+    "piecewise": {"structured_likelihood", "likely_subset", "output_count"},
+    "hybrid": {"output_count"},
+    "square_wave": {"structured_likelihood", "likely_subset", "output_count"},
 }
 #: mechanisms whose structured likelihood is used on every domain (bit vectors, hashed reports)
 ALWAYS_STRUCTURED = {"rappor", "oue", "olh", "subset_selection"}

@@ -235,3 +235,17 @@ def piecewise_bands(eps: float, t: np.ndarray) -> tuple[float, np.ndarray, np.nd
     p = (half + 1) * half / (2 * (half + 2))
     low = (c + 1) / 2 * np.asarray(t, dtype=float) - (c - 1) / 2
     return c, low, low + 2 / half, p, p * math.exp(-eps)
+
+
+def runs_mask(runs: np.ndarray, size: int) -> np.ndarray | None:
+    """The values covered by any of the runs ``[first, stop)`` (a likely subset), or None if none is.
+
+    For band mechanisms (004 Def. 2): a value whose band holds no reported cell has the low
+    density on every report, which any value whose band holds one matches on every report and
+    beats on that one, so any MLE is zero outside the union of the reported cells' runs.
+    """
+    steps = np.zeros(size + 1)
+    np.add.at(steps, runs[:, 0], 1.0)
+    np.add.at(steps, runs[:, 1], -1.0)
+    mask = np.cumsum(steps)[:size] > 0.5
+    return mask if mask.any() else None

@@ -32,6 +32,7 @@ from ldpsim import (
     constant_plus_intervals,
     hookimpl,
     piecewise_bands,
+    runs_mask,
 )
 
 if TYPE_CHECKING:  # scipy is imported where an operator is built: `ldpsim list` stays fast
@@ -84,6 +85,11 @@ class Piecewise(NumericMechanism):
         self.require_outputs(z, left.size)
         runs = band_rows(left, right, *self.bands)[z]
         return np.log((right - left)[z] * self.p), constant_plus_intervals(runs, self.domain.size, math.exp(-self.eps))
+
+    def _likely_subset(self, reports: np.ndarray) -> np.ndarray | None:
+        z = np.unique(reports[:, 0])
+        self.require_outputs(z, self.outputs[0].size)
+        return runs_mask(band_rows(*self.outputs, *self.bands)[z], self.domain.size)
 
     def density(self, y: np.ndarray) -> np.ndarray:
         """The paper's density of y for each value: p on [l(t), r(t)], p / e^eps elsewhere in [-C, C]."""

@@ -30,6 +30,7 @@ from ldpsim import (
     band_rows,
     constant_plus_intervals,
     hookimpl,
+    runs_mask,
 )
 
 if TYPE_CHECKING:  # scipy is imported where an operator is built: `ldpsim list` stays fast
@@ -99,6 +100,11 @@ class SquareWave(NumericMechanism):
         self.require_outputs(z, left.size)
         runs = band_rows(left, right, *self.bands)[z]
         return np.log((right - left)[z] * self.p), constant_plus_intervals(runs, self.domain.size, math.exp(-self.eps))
+
+    def _likely_subset(self, reports: np.ndarray) -> np.ndarray | None:
+        z = np.unique(reports[:, 0])
+        self.require_outputs(z, self.outputs[0].size)
+        return runs_mask(band_rows(*self.outputs, *self.bands)[z], self.domain.size)
 
     def density(self, y: np.ndarray) -> np.ndarray:
         """The paper's density of y for each value: p within b of v, q elsewhere in [-b, 1 + b]."""
