@@ -48,7 +48,18 @@ class NumericMechanism(Mechanism):
         raise NotImplementedError
 
     def density(self, y: np.ndarray) -> np.ndarray:
-        """(len(y), |X|) the paper's density of report y for each value (for atoms: their probability)."""
+        """The paper's density of continuous reports, written from its formulas (tests compare it with the cells).
+
+        Parameters
+        ----------
+        y
+            Continuous reports.
+
+        Returns
+        -------
+        numpy.ndarray
+            (len(y), |X|) the density of each report under each value (for an atom: its probability).
+        """
         raise NotImplementedError
 
     def mean_response(self) -> tuple[float, float]:
@@ -88,6 +99,18 @@ class NumericMechanism(Mechanism):
 
         Given its cell, y is uniform on it for every x (the density is constant there), so these
         follow the paper's mechanism exactly.
+
+        Parameters
+        ----------
+        reports
+            (n, 1) or (n,) output columns, as :meth:`sample` gives them.
+        rng
+            The generator of the uniform draws.
+
+        Returns
+        -------
+        numpy.ndarray
+            n real reports.
         """
         z = np.asarray(reports, dtype=np.int64).reshape(-1)
         left, right = self.outputs
@@ -95,7 +118,23 @@ class NumericMechanism(Mechanism):
         return left[z] + (right[z] - left[z]) * rng.random(z.size)
 
     def cells_of(self, y: np.ndarray) -> np.ndarray:
-        """The output column of each continuous report y: an atom it equals, else the cell holding it."""
+        """The output column of each continuous report: an atom it equals, else the cell holding it.
+
+        Parameters
+        ----------
+        y
+            Continuous reports.
+
+        Returns
+        -------
+        numpy.ndarray
+            Their output columns (a point on the edge of two cells goes to the right one).
+
+        Raises
+        ------
+        EstimationError
+            If a report is outside the output range.
+        """
         y = np.asarray(y, dtype=float)
         left, right = self.outputs
         atoms = np.flatnonzero(left == right)
