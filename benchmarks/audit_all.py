@@ -37,6 +37,10 @@ CASES = {
     "planar-laplace": (GRID, {"eps": 1.0}),
     "lip": (TEN, {"eps": 1.0, "prior": "zipf", "strict": False}),
     "lip-binary": (Integers(low=0, high=1), {"eps": 1.0, "prior": [0.4, 0.6]}),
+    "duchi": (TEN, {"eps": 1.0}),
+    "piecewise": (TEN, {"eps": 1.0}),
+    "hybrid": (TEN, {"eps": 1.0}),
+    "square_wave": (TEN, {"eps": 1.0}),
 }
 
 

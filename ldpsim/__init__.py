@@ -12,11 +12,21 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ imports each on first use
     from .base.errors import DataError, EstimationError, LdpsimError, ParameterError, PluginError, ScenarioError
     from .estimation.convolution import ConvolutionOperator
-    from .estimation.engine import DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_TOL, EMResult, Likelihood, check_start, gibu
+    from .estimation.engine import (
+        DEFAULT_DELTA,
+        DEFAULT_MAX_ITER,
+        DEFAULT_TOL,
+        EMResult,
+        Likelihood,
+        binomial_smoothing,
+        check_start,
+        gibu,
+    )
     from .estimation.estimator import INTERVAL_OUTPUTS, Estimate, Estimator, IntervalEstimator, InversionEstimator
     from .estimation.observations import Observations, ReportGroup
     from .estimation.operators import (
         constant_plus_column,
+        constant_plus_intervals,
         convolution_likelihood,
         named_values_likelihood,
         rank_one_plus_sparse,
@@ -37,6 +47,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
         output_domain,
     )
     from .model.metric import Metric
+    from .model.numeric import NumericMechanism, band_cells, band_matrix, band_rows, piecewise_bands, runs_mask
     from .model.params import Configurable, Param
     from .model.privacy import Privacy, geo_level, ldp_level, lip_level
     from .model.variables import DOMAIN, POINT, ROUND, TASK, Variable
@@ -141,6 +152,14 @@ _LAZY: dict[str, str] = {
     "PrivacyOverTime": "model.memoized",
     "UnaryChannel": "model.memoized",
     "output_domain": "model.memoized",
+    "binomial_smoothing": "estimation.engine",
+    "constant_plus_intervals": "estimation.operators",
+    "NumericMechanism": "model.numeric",
+    "band_cells": "model.numeric",
+    "band_matrix": "model.numeric",
+    "band_rows": "model.numeric",
+    "piecewise_bands": "model.numeric",
+    "runs_mask": "model.numeric",
 }
 
 __all__ = [
@@ -231,6 +250,14 @@ __all__ = [
     "PrivacyOverTime",
     "UnaryChannel",
     "output_domain",
+    "binomial_smoothing",
+    "constant_plus_intervals",
+    "NumericMechanism",
+    "band_cells",
+    "band_matrix",
+    "band_rows",
+    "piecewise_bands",
+    "runs_mask",
 ]
 
 

@@ -60,6 +60,10 @@ EXAMPLES = {
     "l-osue": (Integers(low=0, high=2), {"eps_inf": 3.0, "eps_1": 1.0, "rounds": 2}),
     "l-soue": (Integers(low=0, high=2), {"eps_inf": 3.0, "eps_1": 1.0, "rounds": 2}),
     "loloha": (LINE, {"eps_inf": 3.0, "eps_1": 1.0, "rounds": 2}),
+    "duchi": (LINE, {"eps": 1.0}),
+    "piecewise": (LINE, {"eps": 1.0}),
+    "hybrid": (LINE, {"eps": 1.0}),
+    "square_wave": (LINE, {"eps": 1.0}),
 }
 
 
@@ -99,14 +103,18 @@ CAPABILITIES = {
     "lip": set(),
     "lip-binary": set(),
     "matrix": set(),
-    # memoized: one report is the whole sequence, whose likelihood is a sum over the permanent response
-    "memoized": {"structured_likelihood"},
-    "l-grr": {"structured_likelihood"},
-    "l-sue": {"structured_likelihood"},
-    "l-oue": {"structured_likelihood"},
-    "l-osue": {"structured_likelihood"},
-    "l-soue": {"structured_likelihood"},
-    "loloha": {"structured_likelihood"},
+    # memoized: one report is the whole sequence (rounds), whose likelihood is a sum over the permanent response
+    "memoized": {"structured_likelihood", "rounds"},
+    "l-grr": {"structured_likelihood", "rounds"},
+    "l-sue": {"structured_likelihood", "rounds"},
+    "l-oue": {"structured_likelihood", "rounds"},
+    "l-osue": {"structured_likelihood", "rounds"},
+    "l-soue": {"structured_likelihood", "rounds"},
+    "loloha": {"structured_likelihood", "rounds"},
+    "duchi": {"output_count"},
+    "piecewise": {"structured_likelihood", "likely_subset", "output_count"},
+    "hybrid": {"output_count"},
+    "square_wave": {"structured_likelihood", "likely_subset", "output_count"},
 }
 #: mechanisms whose structured likelihood is used on every domain (bit vectors, hashed reports)
 ALWAYS_STRUCTURED = {

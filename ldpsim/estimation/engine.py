@@ -16,7 +16,7 @@ unchanged by rescaling a row, so they use ``H`` directly.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -151,6 +151,24 @@ class Likelihood:
 STOP_RULES = ("delta", "kkt")
 #: the fixed-point schemes of :func:`gibu`
 ACCELERATIONS = ("none", "squarem")
+
+
+def binomial_smoothing(theta: np.ndarray) -> np.ndarray:
+    """EMS's smoothing step (Li et al., SIGMOD 2020, after Silverman et al. 1990): the binomial kernel (1, 2, 1) / 4.
+
+    Each value gets half its mass and a quarter of each neighbour's on an ordered domain; at the
+    ends the kernel is cut and its remaining weights renormalized ((2, 1) / 3), then the result is
+    renormalized to a distribution. A theta with full support keeps it.
+    """
+    theta = np.asarray(theta, dtype=float)
+    out = 2 * theta
+    out[1:] += theta[:-1]
+    out[:-1] += theta[1:]
+    out /= 4.0
+    out[[0, -1]] *= 4.0 / 3.0
+    return out / out.sum()
+
+
 #: default relative KKT violation at which the exact-MLE rule stops
 DEFAULT_TOL = 1e-6
 
@@ -198,6 +216,7 @@ def gibu(
     stop: str = "delta",
     tol: float = DEFAULT_TOL,
     accelerate: str = "none",
+    smooth: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> EMResult:
     """Run GIBU until its stopping rule holds or after ``max_iter`` evaluations of the EM map.
 
@@ -217,6 +236,10 @@ def gibu(
     Scand. J. Stat. 2008) and keeps an extrapolated point only if it is a distribution with full
     support and does not lower L; otherwise it takes the plain EM step. L never decreases either way.
 
+    ``smooth`` (e.g. :func:`binomial_smoothing`: EMS, Li et al. SIGMOD 2020) is applied to every EM
+    image before the next iteration. EMS is not EM: it converges to a smoothed fixed point, not to
+    the MLE, and L may decrease; only the plain update with the delta rule is offered with it.
+
     The returned theta is the last iterate whose log-likelihood is known, so ``loglik`` is exactly
     L(theta), and ``kkt``/``gap`` are its certificate.
     """
@@ -235,7 +258,13 @@ def gibu(
         raise ParameterError(
             f"unknown scheme {accelerate!r}", field="accelerate", hint=f"use one of {', '.join(ACCELERATIONS)}"
         )
-    run = _Run(likelihood, delta, max_iter, stop, tol, trace)
+    if smooth is not None and (stop != "delta" or accelerate != "none"):
+        raise ParameterError(
+            "a smoothing step cannot be combined with stop = kkt or an acceleration (EMS does not reach the MLE)",
+            field="smoothing",
+            hint='use stop = "delta" and accelerate = "none" with smoothing',
+        )
+    run = _Run(likelihood, delta, max_iter, stop, tol, trace, smooth)
     if accelerate == "squarem":
         run.squarem(theta)
     else:
@@ -261,7 +290,17 @@ def gibu(
 class _Run:
     """The state of one GIBU run: the kept iterate, its L and certificate, the evaluation count."""
 
-    def __init__(self, likelihood: Likelihood, delta: float, max_iter: int, stop: str, tol: float, trace: bool):
+    def __init__(
+        self,
+        likelihood: Likelihood,
+        delta: float,
+        max_iter: int,
+        stop: str,
+        tol: float,
+        trace: bool,
+        smooth: Callable[[np.ndarray], np.ndarray] | None = None,
+    ):
+        self.smooth = smooth
         self.lik, self.delta, self.max_iter, self.stop, self.tol, self.trace = (
             likelihood,
             delta,
@@ -299,7 +338,7 @@ class _Run:
             loglik, image, cert = self.evaluate(theta)
             if self.keep(theta, loglik, cert, previous):
                 return
-            theta, previous = image, loglik
+            theta, previous = (image if self.smooth is None else self.smooth(image)), loglik
 
     def squarem(self, theta0: np.ndarray) -> None:
         # One cycle: theta1 = F(theta0), theta2 = F(theta1), r = theta1 - theta0, v = theta2 - 2 theta1 + theta0,

@@ -12,6 +12,8 @@ far less than a dense product:
   user reporting several times through k-RR): a constant plus r entries per row.
 * :func:`rank_one_plus_sparse`: ``r`` off a sparse 0/1 pattern (unary
   encodings, local hashing).
+* :func:`constant_plus_intervals`: ``r`` off a contiguous run of values per
+  row (the numeric mechanisms' output cells): O(|X| + D) by prefix sums.
 * :func:`convolution_likelihood`: translation-invariant noise on a line or a
   grid, reported as a cell of an output window with positions beyond the
   window clamped to its edge (truncated geometric, Laplace, exponential,
@@ -128,6 +130,34 @@ def rank_one_plus_sparse(support, r: float) -> LinearOperator:  # noqa: ANN001  
         return r * m.sum(axis=0, keepdims=True) + one_minus_r * (support_t @ m)
 
     return LinearOperator(support.shape, matvec=matvec, rmatvec=rmatvec, matmat=matmat, rmatmat=rmatmat, dtype=float)
+
+
+def constant_plus_intervals(runs: np.ndarray, size: int, r: float) -> LinearOperator:
+    """``H[d, x] = 1`` for ``runs[d, 0] <= x < runs[d, 1]``, else ``r``: O(|X| + D) per product by prefix sums.
+
+    The likelihood of a numeric mechanism's output cell rescaled by its largest entry (the
+    Piecewise and Square Wave mechanisms: density p on a value's band, q elsewhere, and the
+    values whose band holds a cell are contiguous), so ``r = q / p``. The run sums are
+    differences of prefix sums; the constant term ``r * sum(theta)`` keeps their rounding
+    relative to the result below ~1e-16 / r.
+    """
+    from scipy.sparse.linalg import LinearOperator
+
+    runs = np.asarray(runs, dtype=np.int64).reshape(-1, 2)
+    first, stop = runs[:, 0], runs[:, 1]
+    one_minus_r = -math.expm1(math.log(r)) if r > 0 else 1.0
+
+    def matvec(theta: np.ndarray) -> np.ndarray:
+        theta = np.ravel(theta)
+        prefix = np.concatenate([[0.0], np.cumsum(theta)])
+        return r * prefix[-1] + one_minus_r * (prefix[stop] - prefix[first])
+
+    def rmatvec(w: np.ndarray) -> np.ndarray:
+        w = np.ravel(w)
+        steps = np.bincount(first, weights=w, minlength=size + 1) - np.bincount(stop, weights=w, minlength=size + 1)
+        return r * w.sum() + one_minus_r * np.cumsum(steps)[:size]
+
+    return LinearOperator((runs.shape[0], size), matvec=matvec, rmatvec=rmatvec, dtype=float)
 
 
 def convolution_likelihood(

@@ -13,7 +13,9 @@ from ldpsim import (
     Likelihood,
     Observations,
     Param,
+    ParameterError,
     Uncertainty,
+    binomial_smoothing,
     check_start,
     gibu,
     hookimpl,
@@ -50,6 +52,13 @@ class IBU(IntervalEstimator):
     max_iter = Param("int", DEFAULT_MAX_ITER, ge=0, doc="stop after this many updates (converged = false)")
     start = Param("distribution", None, doc="full-support starting distribution (default uniform)")
     likely = Param("bool", True, doc="estimate on the mechanism's likely subset of values (004 Sec. 8), zero elsewhere")
+    smoothing = Param(
+        "str",
+        "none",
+        choices=("none", "ems"),
+        doc="none: GIBU; ems: EM with a smoothing step (Li et al., SIGMOD 2020), the binomial kernel (1, 2, 1) / 4 "
+        "applied after every update, for smooth distributions on integers (not the MLE; stop = delta, no acceleration)",
+    )
     per_plan = Param(
         "bool",
         False,
@@ -58,10 +67,23 @@ class IBU(IntervalEstimator):
     )
 
     def _validate(self) -> None:
+        if self.smoothing != "none" and (self.stop != "delta" or self.accelerate != "none"):
+            raise ParameterError(
+                f"{self.smoothing} cannot be combined with stop = {self.stop} and accelerate = {self.accelerate}:"
+                " EMS does not reach the MLE",
+                field="smoothing",
+                hint='use the ibu estimator with stop = "delta" and accelerate = "none"',
+            )
         if self.start is not None:
             check_start(self.start, self.start.size)  # a zero would exclude that value forever
 
     def check_setup(self, domain, plans) -> None:  # noqa: ANN001
+        if self.smoothing != "none" and domain.name != "integers":
+            raise ParameterError(
+                f"{self.smoothing} smooths between neighbouring values: it needs an integers domain, not {domain.name}",
+                field="smoothing",
+                hint='use smoothing = "none" on this domain',
+            )
         if self.start is not None:
             check_start(self.start, domain.size)  # one entry per value of this point's domain
 
@@ -71,8 +93,8 @@ class IBU(IntervalEstimator):
 
     def _analytic_uncertainty(self, observations: Observations, estimate: Estimate) -> Uncertainty | None:
         """The observed information at the estimate, on its face of the simplex (the pooled model's only)."""
-        if self.per_plan and len(observations.groups) > 1:
-            return None
+        if (self.per_plan and len(observations.groups) > 1) or self.smoothing != "none":
+            return None  # a smoothed estimate is no MLE: its Fisher information says nothing
         return mle_uncertainty(observations, estimate.distribution)
 
     def _point_estimate(self, observations: Observations) -> Estimate:
@@ -92,7 +114,8 @@ class IBU(IntervalEstimator):
         )
 
     def _gibu(self, observations: Observations) -> Estimate:
-        support = observations.likely_subset() if self.likely else None
+        # smoothing spreads mass to neighbours: it needs the whole ordered domain
+        support = observations.likely_subset() if self.likely and self.smoothing == "none" else None
         likelihood = Likelihood.of(observations, support)
         start = self.start
         if start is not None and support is not None:
@@ -105,6 +128,7 @@ class IBU(IntervalEstimator):
             stop=self.stop,
             tol=self.tol,
             accelerate=self.accelerate,
+            **({"smooth": binomial_smoothing} if self.smoothing == "ems" else {}),
         )
         return Estimate(
             likelihood.expand(result.theta),
