@@ -59,21 +59,28 @@ def unique_rows(reports: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def sum_equal_rows(reports: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct rows of ``reports`` and the summed ``counts`` of each."""
     uniq, inverse = np.unique(reports, axis=0, return_inverse=True)
-    summed = np.bincount(inverse.ravel(), weights=counts, minlength=len(uniq)).astype(np.int64)
-    return uniq, summed
+    summed = np.bincount(inverse.ravel(), weights=counts, minlength=len(uniq))
+    return uniq, summed.astype(np.int64 if np.asarray(counts).dtype.kind in "iub" else float)
 
 
 @dataclass(frozen=True, eq=False)
 class ReportGroup:
-    """Distinct report tuples of the users who applied one plan, with counts."""
+    """Distinct report tuples of the users who applied one plan, with counts.
+
+    Counts are int64 for drawn reports, or float64 for expected ones (the infinite-data
+    limit, ``observe = "expected"``): the likelihood and every estimator only weigh
+    reports by their counts, so real-valued counts need nothing else.
+    """
 
     plan: Plan
     reports: np.ndarray  # (D, plan width) int64, distinct rows
-    counts: np.ndarray  # (D,) int64, all > 0
+    counts: np.ndarray  # (D,) int64 or float64, all > 0
 
     @property
-    def n(self) -> int:
-        return int(self.counts.sum())
+    def n(self) -> float:
+        """Number of users (an int for drawn counts, a float for expected ones)."""
+        total = self.counts.sum()
+        return int(total) if self.counts.dtype.kind in "iu" else float(total)
 
     def columns(self) -> Iterable[tuple[Mechanism, np.ndarray]]:
         """Each mechanism of the plan with its slice of the report columns."""
@@ -159,8 +166,9 @@ class Observations:
         reports = np.asarray(reports, dtype=np.int64)
         if reports.ndim == 1:
             reports = reports[:, None]
-        counts = np.asarray(counts, dtype=np.int64)
-        if reports.shape != (counts.shape[0], plan_width(plan)) or np.any(counts < 0):
+        counts = np.asarray(counts)
+        counts = counts.astype(np.int64 if counts.dtype.kind in "iub" else float)  # real counts: expected ones
+        if reports.shape != (counts.shape[0], plan_width(plan)) or not np.all(counts >= 0):
             raise ValueError("need one non-negative count per report tuple")
         keep = counts > 0
         return cls(domain, [ReportGroup(plan, *sum_equal_rows(reports[keep], counts[keep]))])
@@ -177,8 +185,8 @@ class Observations:
         return self._derived[key]
 
     @property
-    def n(self) -> int:
-        """Number of users."""
+    def n(self) -> float:
+        """Number of users (a float when some counts are expected ones)."""
         return sum(g.n for g in self.groups)
 
     @property

@@ -23,6 +23,7 @@ FIELDS = {
     "estimators": "estimator names, or [estimators.<label>] tables",
     "metrics": "metric names, or [metrics.<label>] tables",
     "sweep": "[sweep.<axis>] tables with path and values",
+    "observe": 'how reports are observed: "sampled" (drawn, the default) or "expected" (their exact expected counts)',
 }
 REQUIRED = ("domain", "dataset", "cohorts", "estimators", "metrics")
 #: the largest seed: results store it as an int64
