@@ -75,6 +75,9 @@ class ReportGroup:
     plan: Plan
     reports: np.ndarray  # (D, plan width) int64, distinct rows
     counts: np.ndarray  # (D,) int64 or float64, all > 0
+    #: the prior the collector knows for these users (002's local priors: their cohort's own
+    #: dataset), or None; groups with different priors are kept apart even under one plan
+    prior: np.ndarray | None = None
 
     @property
     def n(self) -> float:
@@ -108,7 +111,7 @@ class ReportGroup:
         reports = self.reports.copy()
         for cols in runs:
             reports[:, cols] = np.sort(reports[:, cols], axis=1)
-        return ReportGroup(self.plan, *sum_equal_rows(reports, self.counts))
+        return ReportGroup(self.plan, *sum_equal_rows(reports, self.counts), prior=self.prior)
 
     def log_likelihood(self) -> np.ndarray:
         """(D, |X|) log P(report tuple | x): the sum over the plan's reports."""
@@ -125,13 +128,14 @@ class Observations:
 
     def __init__(self, domain: Domain, groups: Iterable[ReportGroup]):
         self.domain = domain
-        merged: dict[Plan, list[ReportGroup]] = {}
+        merged: dict[tuple[Plan, bytes | None], list[ReportGroup]] = {}
         for group in groups:
             for mech in group.plan:
                 if mech.domain != domain:
                     raise ValueError(f"{mech!r} works on {mech.domain!r}, not on the observations' {domain!r}")
             if group.reports.shape[0]:
-                merged.setdefault(group.plan, []).append(group)
+                key = None if group.prior is None else np.asarray(group.prior, dtype=float).tobytes()
+                merged.setdefault((group.plan, key), []).append(group)
         self.groups: tuple[ReportGroup, ...] = tuple(_merge(parts) for parts in merged.values())
         self._derived: dict[Hashable, Any] = {}
 
@@ -220,4 +224,4 @@ def _merge(parts: list[ReportGroup]) -> ReportGroup:
         return parts[0]
     reports = np.concatenate([p.reports for p in parts])
     counts = np.concatenate([p.counts for p in parts])
-    return ReportGroup(parts[0].plan, *sum_equal_rows(reports, counts))
+    return ReportGroup(parts[0].plan, *sum_equal_rows(reports, counts), prior=parts[0].prior)

@@ -63,7 +63,9 @@ def expected_bytes(plan: Sequence[Mechanism]) -> float:
     return 8.0 * plan[0].domain.size * outputs
 
 
-def expected_group(plan: Sequence[Mechanism], counts: np.ndarray) -> ReportGroup | None:
+def expected_group(
+    plan: Sequence[Mechanism], counts: np.ndarray, prior: np.ndarray | None = None
+) -> ReportGroup | None:
     """The expected report counts of users holding each value ``counts[x]`` times (None if no users).
 
     Parameters
@@ -72,6 +74,8 @@ def expected_group(plan: Sequence[Mechanism], counts: np.ndarray) -> ReportGroup
         The mechanisms each user applies; :func:`expected_refusal` must be None for it.
     counts
         (|X|,) how many users hold each value.
+    prior
+        The prior the collector knows for these users, if any (:class:`ReportGroup`).
 
     Returns
     -------
@@ -98,4 +102,4 @@ def expected_group(plan: Sequence[Mechanism], counts: np.ndarray) -> ReportGroup
     total = joint.sum(axis=0)
     z = np.flatnonzero(total > 0)
     reports = np.column_stack(np.unravel_index(z, widths)).astype(np.int64)
-    return ReportGroup(tuple(plan), reports, total[z])
+    return ReportGroup(tuple(plan), reports, total[z], prior)

@@ -193,10 +193,13 @@ def check_simulation_memory(setup: Setup) -> None:
 
 
 def cohort_group(
-    plan: Sequence[Mechanism], counts: np.ndarray, rngs: Sequence[np.random.Generator]
+    plan: Sequence[Mechanism],
+    counts: np.ndarray,
+    rngs: Sequence[np.random.Generator],
+    prior: np.ndarray | None = None,
 ) -> ReportGroup | None:
-    """The aggregated reports of one cohort (None if it has no users)."""
+    """The aggregated reports of one cohort (None if it has no users), tagged with its known ``prior``."""
     if not int(np.sum(counts)):
         return None
     reports, report_counts = sample_cohort(plan, counts, rngs)
-    return ReportGroup(tuple(plan), reports.astype(np.int64), report_counts.astype(np.int64))
+    return ReportGroup(tuple(plan), reports.astype(np.int64), report_counts.astype(np.int64), prior)

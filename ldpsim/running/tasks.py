@@ -105,11 +105,13 @@ def simulate(task: Task, builder: Builder | None = None) -> tuple[Setup, np.ndar
         if cohort.dataset is not None:  # heterogeneous users: this cohort draws its own values
             share = cohort.dataset.sample_counts(cohort.users, _rng(task.seed, *key, 3, c))
         held += share
+        # users with their own dataset have a local prior the collector knows (002 Sec. V-A4)
+        prior = cohort.dataset.distribution() if cohort.dataset is not None else None
         if cohort.observe == "expected":  # the infinite-data limit: no report is drawn
-            groups.append(expected_group(cohort.plan, share))
+            groups.append(expected_group(cohort.plan, share, prior))
             continue
         rngs = [_rng(task.seed, *key, 2, c, j) for j in range(len(cohort.plan))]
-        groups.append(cohort_group(cohort.plan, share, rngs))
+        groups.append(cohort_group(cohort.plan, share, rngs, prior))
     truth = held / setup.users
     return setup, truth, Observations(setup.domain, [g for g in groups if g is not None])
 
