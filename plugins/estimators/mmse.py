@@ -72,17 +72,17 @@ def _group_prior(group: ReportGroup, source: str, size: int) -> np.ndarray:
         if prior.size != size:
             raise EstimationError(f"a cohort's prior has {prior.size} values for a domain of {size}")
         return prior
-    return _plan_prior(group.plan, size)
+    return _plan_prior(group.plan, size, source)
 
 
-def _plan_prior(plan, size: int) -> np.ndarray:
+def _plan_prior(plan, size: int, source: str = "mechanisms") -> np.ndarray:
     """The prior the plan's mechanisms declare (Privacy.prior); one, shared by all that declare one."""
     priors = {m.privacy.prior for m in plan if m.privacy.prior is not None}
     names = ", ".join(repr(m) for m in plan)
     if not priors:
         raise EstimationError(
-            f'mmse with a prior per group needs each plan to declare a prior (or, with prior = "local", its'
-            f" cohort to have its own dataset); plan [{names}] declares none",
+            f'mmse with prior = "{source}" needs each plan to declare a prior; plan [{names}] declares none'
+            + (" and its cohort has no dataset of its own" if source == "local" else ""),
             hint='give mmse an explicit prior (a list, or "dataset" in a scenario), give the cohort its own dataset'
             ' with prior = "local", or use prior-aware mechanisms',
         )
