@@ -144,6 +144,8 @@ MIXED = {
         ),
         ({"sweep": {"rep": {"path": "users", "values": [1]}}}, r"sweep\.rep: axis name 'rep' is reserved"),
         ({"sweep": {"k": {"path": "domain.high", "values": [5, 9]}}}, r"sweep\.k\.path: cannot sweep 'domain.high'"),
+        ({"sweep": {"m": {"path": "metrics.tv.name", "values": ["l1"]}}}, r"sweep\.m\.path: cannot sweep 'metrics"),
+        ({"sweep": {"m": {"path": "metrics.tv", "values": [{}]}}}, r"sweep\.m\.path: cannot sweep 'metrics.tv'"),
         (
             {"sweep": {"d": {"path": "dataset", "values": [{"name": "binomial"}, {"name": "binomial", "p": 0.2}]}}},
             r"sweep\.d: values are tables or lists; add labels",
@@ -252,6 +254,17 @@ def test_one_axis_can_set_several_fields():
     )
     last = list(load_scenario(doc).points())[-1].document
     assert last["cohorts"]["krr"]["reports"][0]["eps"] == 3 and last["cohorts"]["twice"]["reports"][0]["eps"] == 3
+
+
+def test_a_parameter_of_a_labelled_estimator_can_follow_a_sweep():
+    # the labels (the results' estimator dim) stay fixed; each point builds its own variant
+    doc = scenario(
+        estimators={"ibu": {"delta": 0.1}},
+        sweep={"eps": {"path": ["cohorts.all.reports.0.eps", "estimators.ibu.delta"], "values": [0.5, 2]}},
+    )
+    loaded = load_scenario(doc)
+    deltas = [loaded.builder.setup(p, loaded.axes).estimators["ibu"].delta for p in loaded.points()]
+    assert deltas == [0.5, 2]
 
 
 def test_cohorts_get_exact_shares_and_expand_repeats():

@@ -106,3 +106,50 @@ def test_004_fig6_region_is_the_shared_check_ins_of_its_box():
         )
     assert region.size == 101_377
     np.testing.assert_allclose(setup.dataset.distribution(), region.distribution(), atol=1e-10)
+
+
+def test_002_fig6b_ldp_matrices_are_randomized_response_on_the_users_values():
+    """Theorem 3's matrix at a = log((K - 1 + e^eps) / K) under the uniform prior on K values is K-RR at eps."""
+    from helpers import make
+
+    from ldpsim import Integers
+
+    scenario = load_scenario(SCENARIOS / "002-fig6b-ldp-domain-size.toml")
+    for point in scenario.points():
+        setup = scenario.builder.setup(point, scenario.axes)
+        k = int(point.coords["size"])
+        m = setup.cohorts[0].plan[0].matrix
+        krr = make("mechanism", "krr", Integers(low=0, high=k - 1), eps=1.0).matrix
+        np.testing.assert_allclose(m[:k, :k], krr, rtol=1e-12)
+        assert not m[:k, k:].any()  # values beyond |D| - 1 are never reported by the users
+
+
+def test_mmse_local_prior_is_each_cohorts_own_for_any_mechanism():
+    """prior = "local": cohorts with one k-RR plan but their own datasets keep their own priors."""
+    from ldpsim.running.runner import simulate, tasks
+
+    doc = {
+        "seed": 1,
+        "users": 2000,
+        "repetitions": 1,
+        "domain": {"kind": "integers", "low": 0, "high": 1},
+        "dataset": {"name": "pmf", "p": [0.5, 0.5]},
+        "cohorts": {
+            c: {"share": 0.5, "dataset": {"name": "pmf", "p": p}, "reports": [{"mechanism": "krr", "eps": 1.0}]}
+            for c, p in (("low", [0.9, 0.1]), ("high", [0.2, 0.8]))
+        },
+        "estimators": {"local": {"name": "mmse", "prior": "local"}, "global": {"name": "mmse", "prior": "dataset"}},
+        "metrics": ["tv"],
+    }
+    scenario = load_scenario(doc)
+    setup, _, obs = simulate(tasks(scenario)[0], scenario.builder)
+    assert len(obs.groups) == 2  # one plan, two priors: kept apart
+    keep = math.e / (1 + math.e)
+    m = np.array([[keep, 1 - keep], [1 - keep, keep]])
+    want = np.zeros(2)
+    for group in obs.groups:  # sum over users of P(X = x | their report) under their own prior
+        post = group.prior[:, None] * m / (group.prior @ m)
+        want += post[:, group.reports[:, 0]] @ group.counts
+    got = setup.estimators["local"].estimate(obs).distribution
+    np.testing.assert_allclose(got, want / obs.n, rtol=1e-12)
+    assert not np.allclose(got, setup.estimators["global"].estimate(obs).distribution, atol=1e-3)

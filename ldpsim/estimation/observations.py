@@ -120,10 +120,11 @@ def sum_equal_rows(reports: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray,
         keys = _row_keys(reports, lo, reports.max(axis=0) - lo + 1)
         if keys is not None:
             rows, starts, order = _sorted_runs(keys, reports)
-            return rows, np.add.reduceat(np.asarray(counts)[order], starts).astype(np.int64)
+            summed = np.add.reduceat(np.asarray(counts)[order], starts)
+            return rows, summed.astype(np.int64 if np.asarray(counts).dtype.kind in "iub" else float)
     uniq, inverse = np.unique(reports, axis=0, return_inverse=True)
-    summed = np.bincount(inverse.ravel(), weights=counts, minlength=len(uniq)).astype(np.int64)
-    return uniq, summed
+    summed = np.bincount(inverse.ravel(), weights=counts, minlength=len(uniq))
+    return uniq, summed.astype(np.int64 if np.asarray(counts).dtype.kind in "iub" else float)
 
 
 def merge_rows(reports: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -137,22 +138,33 @@ def merge_rows(reports: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.
         return sum_equal_rows(reports, counts)
     keys = np.ravel_multi_index(tuple((reports - lo).T), tuple(int(v) for v in spans))
     uniq, inverse = np.unique(keys, return_inverse=True)
-    summed = np.bincount(inverse.ravel(), weights=counts, minlength=len(uniq)).astype(np.int64)
+    summed = np.bincount(inverse.ravel(), weights=counts, minlength=len(uniq))
+    summed = summed.astype(np.int64 if np.asarray(counts).dtype.kind in "iub" else float)  # expected counts: real
     rows = np.column_stack(np.unravel_index(uniq, tuple(int(v) for v in spans))) + lo
     return rows.astype(np.int64), summed
 
 
 @dataclass(frozen=True, eq=False)
 class ReportGroup:
-    """Distinct report tuples of the users who applied one plan, with counts."""
+    """Distinct report tuples of the users who applied one plan, with counts.
+
+    Counts are int64 for drawn reports, or float64 for expected ones (the infinite-data
+    limit, ``observe = "expected"``): the likelihood and every estimator only weigh
+    reports by their counts, so real-valued counts need nothing else.
+    """
 
     plan: Plan
     reports: np.ndarray  # (D, plan width) int64, distinct rows
-    counts: np.ndarray  # (D,) int64, all > 0
+    counts: np.ndarray  # (D,) int64 or float64, all > 0
+    #: the prior the collector knows for these users (002's local priors: their cohort's own
+    #: dataset), or None; groups with different priors are kept apart even under one plan
+    prior: np.ndarray | None = None
 
     @property
-    def n(self) -> int:
-        return int(self.counts.sum())
+    def n(self) -> float:
+        """Number of users (an int for drawn counts, a float for expected ones)."""
+        total = self.counts.sum()
+        return int(total) if self.counts.dtype.kind in "iu" else float(total)
 
     def columns(self) -> Iterable[tuple[Mechanism, np.ndarray]]:
         """Each mechanism of the plan with its slice of the report columns."""
@@ -180,7 +192,7 @@ class ReportGroup:
         reports = self.reports.copy()
         for cols in runs:
             reports[:, cols] = np.sort(reports[:, cols], axis=1)
-        return ReportGroup(self.plan, *sum_equal_rows(reports, self.counts))
+        return ReportGroup(self.plan, *sum_equal_rows(reports, self.counts), prior=self.prior)
 
     @property
     def rounds(self) -> int:
@@ -247,13 +259,14 @@ class Observations:
 
     def __init__(self, domain: Domain, groups: Iterable[ReportGroup]):
         self.domain = domain
-        merged: dict[Plan, list[ReportGroup]] = {}
+        merged: dict[tuple[Plan, bytes | None], list[ReportGroup]] = {}
         for group in groups:
             for mech in group.plan:
                 if mech.domain != domain:
                     raise ValueError(f"{mech!r} works on {mech.domain!r}, not on the observations' {domain!r}")
             if group.reports.shape[0]:
-                merged.setdefault(group.plan, []).append(group)
+                key = None if group.prior is None else np.asarray(group.prior, dtype=float).tobytes()
+                merged.setdefault((group.plan, key), []).append(group)
         self.groups: tuple[ReportGroup, ...] = tuple(_merge(parts) for parts in merged.values())
         self._derived: dict[Hashable, Any] = {}
 
@@ -288,8 +301,9 @@ class Observations:
         reports = np.asarray(reports, dtype=np.int64)
         if reports.ndim == 1:
             reports = reports[:, None]
-        counts = np.asarray(counts, dtype=np.int64)
-        if reports.shape != (counts.shape[0], plan_width(plan)) or np.any(counts < 0):
+        counts = np.asarray(counts)
+        counts = counts.astype(np.int64 if counts.dtype.kind in "iub" else float)  # real counts: expected ones
+        if reports.shape != (counts.shape[0], plan_width(plan)) or not np.all(counts >= 0):
             raise ValueError("need one non-negative count per report tuple")
         keep = counts > 0
         return cls(domain, [ReportGroup(plan, *sum_equal_rows(reports[keep], counts[keep]))])
@@ -340,8 +354,8 @@ class Observations:
         return self.round_alone(self.rounds)
 
     @property
-    def n(self) -> int:
-        """Number of users."""
+    def n(self) -> float:
+        """Number of users (a float when some counts are expected ones)."""
         return sum(g.n for g in self.groups)
 
     @property
@@ -375,4 +389,4 @@ def _merge(parts: list[ReportGroup]) -> ReportGroup:
         return parts[0]
     reports = np.concatenate([p.reports for p in parts])
     counts = np.concatenate([p.counts for p in parts])
-    return ReportGroup(parts[0].plan, *sum_equal_rows(reports, counts))
+    return ReportGroup(parts[0].plan, *sum_equal_rows(reports, counts), prior=parts[0].prior)

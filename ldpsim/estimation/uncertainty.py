@@ -237,7 +237,7 @@ def bootstrap_uncertainty(
     for b in range(replicates):  # one estimation per replicate: the cost is the estimator's, not Python's
         groups = []
         for group, outputs, law in laws:
-            counts = rng.multinomial(group.n, law)
+            counts = rng.multinomial(round(group.n), law)  # expected counts sum to the users, up to rounding
             keep = counts > 0
             groups.append(ReportGroup(group.plan, outputs[keep], counts[keep]))
         draws[b] = estimate(Observations(observations.domain, groups))

@@ -24,6 +24,7 @@ from ..model.domains import Domain, make_domain
 from ..model.mechanism import Mechanism
 from ..model.metric import Metric
 from ..plugin.registry import Registry, get_registry
+from .expected import OBSERVE_MODES, expected_refusal
 from .paths import related
 from .schema import require_known
 from .sweep import Axis, Point
@@ -32,7 +33,7 @@ from .sweep import Axis, Point
 #: and each report of a plan is one more column of every user's report tuple
 MAX_REPORTS_PER_USER = 10_000
 
-COHORT_KEYS = ("share", "reports", "dataset")
+COHORT_KEYS = ("share", "reports", "dataset", "observe")
 #: how far from 1 the cohorts' shares may sum (float shares like 0.1 + 0.2 + 0.7)
 SHARE_TOL = 1e-9
 #: the most users a point may have: their counts are 64-bit integers
@@ -47,6 +48,8 @@ class Cohort:
     users: int
     plan: tuple[Mechanism, ...]
     dataset: Dataset | None = None  # None: the scenario's dataset
+    #: "sampled": reports drawn; "expected": their exact expected counts (the infinite-data limit)
+    observe: str = "sampled"
 
 
 @dataclass
@@ -177,7 +180,7 @@ class Builder:
                 field="users",
                 hint=f"use at most {limit} users" + (f" or set dataset.{lift} = true" if lift else ""),
             )
-        cohorts = self._cohorts(doc["cohorts"], domain, users, dataset)
+        cohorts = self._cohorts(doc["cohorts"], domain, users, dataset, _observe(doc, "observe", "sampled"))
         estimators = {
             label: self._plugin("estimator", spec, f"estimators.{label}", default_name=label, dataset=dataset)
             for label, spec in doc["estimators"].items()
@@ -193,10 +196,11 @@ class Builder:
                 raise exc.at(f"metrics.{label}") from None
         return Setup(domain, dataset, users, cohorts, estimators, metrics)
 
-    def _cohorts(self, spec: Any, domain: Domain, users: int, dataset: Dataset) -> list[Cohort]:
+    def _cohorts(self, spec: Any, domain: Domain, users: int, dataset: Dataset, observe: str) -> list[Cohort]:
         shares = []
         plans = []
         datasets = []
+        modes = []
         for name, cohort in spec.items():
             where = f"cohorts.{name}"
             if not isinstance(cohort, dict):
@@ -208,6 +212,16 @@ class Builder:
                 own = self._plugin("dataset", cohort["dataset"], f"{where}.dataset", domain)
             datasets.append(own)
             plans.append(self._plan(cohort.get("reports"), f"{where}.reports", domain, own or dataset))
+            mode = _observe(cohort, f"{where}.observe", observe)
+            if mode == "expected":
+                why = expected_refusal(plans[-1])
+                if why is not None:
+                    raise ScenarioError(
+                        f'observe = "expected" needs exact expected report counts: {why}',
+                        field=f"{where}.observe" if "observe" in cohort else "observe",
+                        hint='use observe = "sampled" for this cohort, or mechanisms with finitely many outputs',
+                    )
+            modes.append(mode)
         total = sum(shares)
         if abs(float(total) - 1.0) > SHARE_TOL:
             raise ScenarioError(
@@ -216,7 +230,9 @@ class Builder:
                 hint='adjust the shares (exact fractions like share = "1/3" help)',
             )
         counts = _apportion(users, shares)
-        return [Cohort(name, c, plan, own) for name, c, plan, own in zip(spec, counts, plans, datasets)]
+        return [
+            Cohort(name, c, plan, own, mode) for name, c, plan, own, mode in zip(spec, counts, plans, datasets, modes)
+        ]
 
     def _plan(self, reports: Any, where: str, domain: Domain, dataset: Dataset) -> tuple[Mechanism, ...]:
         if not isinstance(reports, list) or not reports:
@@ -311,6 +327,19 @@ class Builder:
             except LdpsimError as exc:
                 raise exc.at(where) from None
         return self._cache[cache_key]
+
+
+def _observe(table: dict, where: str, default: str) -> str:
+    """The observation mode a scenario (``where = "observe"``) or cohort table sets, else ``default``."""
+    key = where.rsplit(".", 1)[-1]
+    value = table.get(key, default)
+    if value not in OBSERVE_MODES:
+        raise ScenarioError(
+            f"must be one of {', '.join(map(repr, OBSERVE_MODES))}, got {value!r}",
+            field=where,
+            hint='"sampled" draws the reports; "expected" uses their exact expected counts (no sampling noise)',
+        )
+    return str(value)
 
 
 def _share(value: Any, where: str) -> Fraction:

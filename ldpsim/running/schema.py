@@ -24,6 +24,7 @@ FIELDS = {
     "metrics": "metric names, or [metrics.<label>] tables",
     "sweep": "[sweep.<axis>] tables with path and values",
     "rounds": 'when to estimate: "last" (after all rounds, the default) or "every" (after each round, a results dimension round)',
+    "observe": 'how reports are observed: "sampled" (drawn, the default) or "expected" (their exact expected counts)',
 }
 #: the values of the top-level ``rounds`` field
 ROUNDS = ("last", "every")

@@ -24,6 +24,7 @@ from ..estimation.observations import ReportGroup, plan_width, sum_equal_rows, u
 from ..model.dataset import Dataset
 from ..model.mechanism import Mechanism
 from .build import Setup
+from .expected import expected_bytes
 
 #: the count path is considered for domains up to this size (the matrix is built to find |Z|)
 MAX_COUNT_DOMAIN = 4096
@@ -178,7 +179,9 @@ def simulation_bytes(setup: Setup) -> int:
         if not overrides(type(dataset), Dataset, "_sample_counts"):
             total += dataset._values_bytes(users)
     for cohort in setup.cohorts:
-        if cohort.users and not counted(cohort.plan, cohort.users):
+        if cohort.users and cohort.observe == "expected":
+            total += int(expected_bytes(cohort.plan))
+        elif cohort.users and not counted(cohort.plan, cohort.users):
             total += per_user_bytes(cohort.plan, cohort.users)
     return total
 
@@ -190,15 +193,24 @@ def check_simulation_memory(setup: Setup) -> None:
         if not overrides(type(dataset), Dataset, "_sample_counts"):  # one value per user, then counted
             dataset._require_values(users)
     for cohort in setup.cohorts:
-        if cohort.users and not counted(cohort.plan, cohort.users):
+        if cohort.users and cohort.observe == "expected":
+            require_memory(
+                expected_bytes(cohort.plan),
+                f"the expected counts of every report tuple of cohort '{cohort.name}'",
+                hint='use observe = "sampled", or fewer reports per user',
+            )
+        elif cohort.users and not counted(cohort.plan, cohort.users):
             _require_per_user(cohort.plan, cohort.users)
 
 
 def cohort_group(
-    plan: Sequence[Mechanism], counts: np.ndarray, rngs: Sequence[np.random.Generator]
+    plan: Sequence[Mechanism],
+    counts: np.ndarray,
+    rngs: Sequence[np.random.Generator],
+    prior: np.ndarray | None = None,
 ) -> ReportGroup | None:
-    """The aggregated reports of one cohort (None if it has no users)."""
+    """The aggregated reports of one cohort (None if it has no users), tagged with its known ``prior``."""
     if not int(np.sum(counts)):
         return None
     reports, report_counts = sample_cohort(plan, counts, rngs)
-    return ReportGroup(tuple(plan), reports.astype(np.int64), report_counts.astype(np.int64))
+    return ReportGroup(tuple(plan), reports.astype(np.int64), report_counts.astype(np.int64), prior)

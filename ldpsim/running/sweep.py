@@ -22,6 +22,9 @@ RESERVED_AXES = {"rep", "estimator", "metric", "value", "row", "col", "round"}
 #: top-level fields fixed for a whole scenario (its identity, its randomness, the shape of its results)
 UNSWEEPABLE = {"name", "description", "seed", "repetitions", "sweep", "domain", "estimators", "metrics"}
 AXIS_KEYS = ("path", "values", "labels")
+#: fixed tables whose plugins' parameters may still be swept ("metrics.<label>.<param>", e.g. a
+#: level that follows the mechanisms'), as long as the labels and plugin names stay the same
+TUNABLE = ("estimators", "metrics")
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,10 @@ def parse_axes(doc: dict) -> tuple[Axis, ...]:
         if not isinstance(paths, list) or not paths or not all(isinstance(p, str) for p in paths):
             raise ScenarioError("needs path: a field path or a list of them", field=where, hint='e.g. path = "users"')
         for p in paths:
-            head = str(parse_path(p)[0])
+            parts = parse_path(p)
+            head = str(parts[0])
+            if head in TUNABLE and len(parts) >= 3 and parts[2] != "name":
+                continue  # a parameter of one labelled estimator or metric: the results' labels stay fixed
             if head in UNSWEEPABLE:
                 raise ScenarioError(
                     f"cannot sweep '{p}'",

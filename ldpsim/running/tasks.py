@@ -13,7 +13,8 @@ draws, in cohort order), ``(2, cohort, report)`` for each report of each
 cohort (one multinomial per value for a single report through a finite
 matrix, else the mechanism's sampler on users grouped by value, in chunks;
 see :mod:`ldpsim.simulation`) and ``(3, cohort)`` for the value counts of a
-cohort with its own dataset. A task's result
+cohort with its own dataset. A cohort with ``observe = "expected"`` draws no
+reports (its expected report counts, :mod:`.expected`); its stream is unused. A task's result
 therefore depends only on the scenario and its own position in the grid, not
 on the worker that ran it or on the other tasks; raising ``repetitions`` keeps
 the earlier repetitions identical.
@@ -40,6 +41,7 @@ from ..plugin.registry import get_registry
 from ..results.noisy import noisy_distribution
 from ..results.variables import CORE, PRIVACY_LEVELS, declared
 from .build import Builder, Cohort, Setup
+from .expected import expected_group
 from .scenario import Scenario
 from .simulation import cohort_group, split_counts
 from .sweep import Point
@@ -108,8 +110,13 @@ def simulate(task: Task, builder: Builder | None = None) -> tuple[Setup, np.ndar
         if cohort.dataset is not None:  # heterogeneous users: this cohort draws its own values
             share = cohort.dataset.sample_counts(cohort.users, _rng(task.seed, *key, 3, c))
         held += share
+        # users with their own dataset have a local prior the collector knows (002 Sec. V-A4)
+        prior = cohort.dataset.distribution() if cohort.dataset is not None else None
+        if cohort.observe == "expected":  # the infinite-data limit: no report is drawn
+            groups.append(expected_group(cohort.plan, share, prior))
+            continue
         rngs = [_rng(task.seed, *key, 2, c, j) for j in range(len(cohort.plan))]
-        groups.append(cohort_group(cohort.plan, share, rngs))
+        groups.append(cohort_group(cohort.plan, share, rngs, prior))
     truth = held / setup.users
     return setup, truth, Observations(setup.domain, [g for g in groups if g is not None])
 

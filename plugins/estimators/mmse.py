@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldpsim import Estimate, EstimationError, Estimator, Likelihood, Observations, Param, ParameterError, hookimpl
+from ldpsim import (
+    Estimate,
+    EstimationError,
+    Estimator,
+    Likelihood,
+    Observations,
+    Param,
+    ParameterError,
+    ReportGroup,
+    hookimpl,
+)
 
 
 class MMSE(Estimator):
@@ -14,9 +24,10 @@ class MMSE(Estimator):
     prior = Param(
         ("distribution", "str"),
         "mechanisms",
-        choices=("mechanisms", "dataset"),
-        doc='"mechanisms": each plan\'s users have the prior their LIP mechanism declares; a distribution: '
-        'one prior for everyone; "dataset" (scenarios): the dataset\'s distribution',
+        choices=("mechanisms", "local", "dataset"),
+        doc='"mechanisms": each plan\'s users have the prior their LIP mechanism declares; "local": each '
+        "cohort's own prior, its dataset's distribution (any mechanism; else the one its LIP mechanism "
+        'declares); a distribution: one prior for everyone; "dataset" (scenarios): the dataset\'s distribution',
     )
 
     def _validate(self) -> None:
@@ -29,8 +40,10 @@ class MMSE(Estimator):
 
     def _estimate(self, observations: Observations) -> Estimate:
         size = observations.domain.size
-        if isinstance(self.prior, str):  # "mechanisms": a prior per plan
-            parts = [(Observations(observations.domain, [g]), _plan_prior(g.plan, size)) for g in observations.groups]
+        if isinstance(self.prior, str):  # "mechanisms" or "local": a prior per group of users
+            parts = [
+                (Observations(observations.domain, [g]), _group_prior(g, self.prior, size)) for g in observations.groups
+            ]
         else:
             if self.prior.size != size:
                 raise ParameterError(
@@ -52,14 +65,26 @@ class MMSE(Estimator):
         return Estimate(total / observations.n, iterations=1)
 
 
-def _plan_prior(plan, size: int) -> np.ndarray:
+def _group_prior(group: ReportGroup, source: str, size: int) -> np.ndarray:
+    """The prior of a group's users: its cohort's known prior (``source = "local"``), else its plan's."""
+    if source == "local" and group.prior is not None:
+        prior = np.asarray(group.prior, dtype=float)
+        if prior.size != size:
+            raise EstimationError(f"a cohort's prior has {prior.size} values for a domain of {size}")
+        return prior
+    return _plan_prior(group.plan, size, source)
+
+
+def _plan_prior(plan, size: int, source: str = "mechanisms") -> np.ndarray:
     """The prior the plan's mechanisms declare (Privacy.prior); one, shared by all that declare one."""
     priors = {m.privacy.prior for m in plan if m.privacy.prior is not None}
     names = ", ".join(repr(m) for m in plan)
     if not priors:
         raise EstimationError(
-            f'mmse with prior = "mechanisms" needs each plan to declare a prior; plan [{names}] declares none',
-            hint='give mmse an explicit prior (a list, or "dataset" in a scenario) or use prior-aware mechanisms',
+            f'mmse with prior = "{source}" needs each plan to declare a prior; plan [{names}] declares none'
+            + (" and its cohort has no dataset of its own" if source == "local" else ""),
+            hint='give mmse an explicit prior (a list, or "dataset" in a scenario), give the cohort its own dataset'
+            ' with prior = "local", or use prior-aware mechanisms',
         )
     if len(priors) > 1:
         raise EstimationError(
