@@ -87,9 +87,18 @@ def _boxes(ax, data: list[np.ndarray], e: int, n_hues: int, colour: str | None =
 
 
 def _wrap(text: str, width_inches: float, fontsize: float = 14.4) -> str:
-    """``text`` broken into lines that fit ``width_inches`` (a figure's title is never clipped)."""
-    chars = max(20, int(width_inches * 144 / fontsize))  # about 0.5 em per character
-    return "\n".join(textwrap.wrap(text, chars)) if len(text) > chars else text
+    """``text`` broken into lines that fit ``width_inches`` (a figure's title is never clipped).
+
+    Lines break first between the `` | ``-separated parts, then between words.
+    """
+    chars = max(20, int(width_inches * 72 / (0.55 * fontsize)))  # an average character is ~0.55 em wide
+    lines: list[str] = []
+    for part in text.split(" | "):
+        if lines and len(lines[-1]) + 3 + len(part) <= chars:
+            lines[-1] += " | " + part
+        else:
+            lines.extend(textwrap.wrap(part, chars) or [part])
+    return "\n".join(lines)
 
 
 def _ylabel(ax, label: str) -> None:
@@ -153,7 +162,7 @@ def summary_figure(ds: xr.Dataset, scores: Mapping[str, xr.DataArray] | None = N
             ax.set_title(title)
             ax.set_xlabel(coord_label(ds, "x") if extent else "column")
             ax.set_ylabel(coord_label(ds, "y") if extent else "row")
-        lower.colorbar(image, ax=list(panels), label="probability", shrink=0.9)
+        lower.colorbar(image, ax=list(panels), label="probability", fraction=0.02, pad=0.01, aspect=15)
         lower.suptitle(_wrap(" | ".join(filter(None, ("repetition 0", point_text(ds, first)))), width))
     else:
         dim = str(ds["truth"].dims[-1])
@@ -347,7 +356,7 @@ def _faceted(ds: xr.Dataset, scores: Mapping[str, xr.DataArray], facets: Facets,
         sharey = "col"
     elif facets.row == "metric":
         sharey = "row"
-    width = min(max(5.2, 0.22 * len(x_values) * (len(hues) if not lines else 1) + 1.8), 9.0)
+    width = min(max(6.0 if len(cols) == 1 else 5.2, 0.22 * len(x_values) * (len(hues) if not lines else 1) + 1.8), 9.0)
     fig, axes = plt.subplots(
         len(rows),
         len(cols),
@@ -485,7 +494,9 @@ def heatmap_figure(
     for ax in axes.ravel()[len(panels) :]:
         ax.set_visible(False)
     label = "probability" + (" (2-98 % percentile scale)" if robust else "")
-    fig.colorbar(image, ax=list(used), label=label, shrink=0.85, extend="both" if robust else "neither")
+    fig.colorbar(
+        image, ax=list(used), label=label, fraction=0.02, pad=0.01, aspect=15, extend="both" if robust else "neither"
+    )
     fig.suptitle(_wrap(_title(ds, point, f"repetition {r}"), width))
     return fig
 
