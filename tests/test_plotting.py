@@ -350,6 +350,8 @@ def test_summary_of_many_sweep_points_fills_the_figure_without_clipping(categori
         assert not _drawn_extent(fig, ax.yaxis.label).overlaps(_drawn_extent(fig, ax.title))
     ticks = [_drawn_extent(fig, t) for t in top[1].get_xticklabels()]
     assert not any(a.overlaps(b) for a, b in zip(ticks, ticks[1:]))
+    estimates = [ax.get_title() for ax in fig.subfigs[1].axes if ax.get_title()]
+    assert estimates == ["data=binomial, eps=0.5", "data=binomial, eps=5.0", "data=zipf, eps=1.5", "data=zipf, eps=8.0"]
 
 
 def test_a_long_title_is_wrapped_inside_the_figure(line_ds):

@@ -117,7 +117,8 @@ def summary_figure(ds: xr.Dataset, scores: Mapping[str, xr.DataArray] | None = N
     Boxes are grouped by sweep point and coloured by estimator, as in the papers' figures. With
     many sweep points the metric panels are stacked, each as wide as the figure. For grids the
     second row shows the truth and each estimate as heat maps of the first sweep point on one
-    colour scale with one colour bar; for 1-D domains up to four sweep points' estimates.
+    colour scale with one colour bar; for 1-D domains the estimates of up to four sweep points
+    (the first, the last and evenly between).
     """
     plt = _pyplot()
     scores = metric_scores(ds) if scores is None else scores
@@ -147,7 +148,7 @@ def summary_figure(ds: xr.Dataset, scores: Mapping[str, xr.DataArray] | None = N
         _ylabel(ax, score_label(values))
         if sweeps and (not stacked or ax is top[-1]):
             ax.set_xlabel(", ".join(coord_label(ds, d) for d in sweeps))
-        ax.legend(fontsize="small")
+        ax.legend(fontsize="small", loc="best" if len(points) <= 8 else "upper right")  # "best" is slow on many boxes
     upper.suptitle(_wrap(str(ds.attrs.get("title", "")), width), fontsize="large")
 
     panels = lower.subplots(1, bottom, squeeze=False)[0]
@@ -169,7 +170,8 @@ def summary_figure(ds: xr.Dataset, scores: Mapping[str, xr.DataArray] | None = N
         labels = ds[dim].values
         numeric = np.issubdtype(np.asarray(labels).dtype, np.number)
         x = labels.astype(float) if numeric else np.arange(len(labels))
-        for ax, p in zip(panels, points[:MAX_ESTIMATE_PANELS]):
+        spread = np.unique(np.linspace(0, len(points) - 1, len(panels)).round().astype(int))
+        for ax, p in zip(panels, [points[i] for i in spread]):  # the first, the last and evenly between
             sel = {**dict(zip(sweeps, p)), "rep": 0}
             ax.bar(
                 x,
@@ -186,7 +188,7 @@ def summary_figure(ds: xr.Dataset, scores: Mapping[str, xr.DataArray] | None = N
             ax.set_ylabel("probability")
             ax.set_title(_wrap(point_text(ds, dict(zip(sweeps, p))) or "all", 4.0, 12), fontsize="medium")
             ax.legend(fontsize="small")
-        shown = f"the first {len(panels)} of {len(points)} sweep points" if len(points) > len(panels) else ""
+        shown = f"{len(panels)} of {len(points)} sweep points, evenly spaced" if len(points) > len(panels) else ""
         lower.suptitle(", ".join(filter(None, ("estimates of repetition 0", shown))))
     return fig
 
@@ -476,8 +478,8 @@ def heatmap_figure(
     if noisy is not None:
         panels.append(("noisy", noisy))
     panels += [(est, ds["estimate"].sel(estimator=est).isel(where).values) for est in _names(ds, "estimator")]
-    cols = min(len(panels), HEATMAP_COLUMNS)
-    rows = -(-len(panels) // cols)
+    rows = -(-len(panels) // HEATMAP_COLUMNS)
+    cols = -(-len(panels) // rows)  # balanced rows: six panels are 2 x 3, not 5 + 1
     aspect = ds.sizes["row"] / ds.sizes["col"]
     width = 3.0 * cols + 1.2
     fig, axes = plt.subplots(
