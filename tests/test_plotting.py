@@ -404,6 +404,10 @@ def test_the_scenarios_plot_table_is_the_default_figure(tmp_path):
     assert plot_options(ds, {"kind": "box"}) == {"kind": "box"}  # another kind: the table does not apply
     result = CliRunner().invoke(app, ["plot", str(path), "-o", str(tmp_path / "f.png")])
     assert result.exit_code == 0, result.stderr
+    options = ["--kind", "box", "--hue", "n", "--col", "estimator", "--yscale", "log", "-o", str(tmp_path / "g.png")]
+    assert CliRunner().invoke(app, ["plot", str(path), *options]).exit_code == 0
+    bad = CliRunner().invoke(app, ["plot", str(path), "--robust", "-o", str(tmp_path / "h.png")])
+    assert bad.exit_code == 2 and "--robust scales the colours of heat maps" in bad.stderr  # the table's kind is line
 
 
 def test_a_bad_plot_table_is_refused_when_the_scenario_loads():

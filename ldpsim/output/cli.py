@@ -444,7 +444,7 @@ def plot(
     kind: Annotated[
         str | None,
         typer.Option(
-            "--kind", "-k", help="summary, box, line, heatmap (grids) or bar (1-D); default the scenario's [plot]"
+            "--kind", "-k", help="summary, box, line, heatmap (grids) or bar (1-D); default the scenario's plot table"
         ),
     ] = None,
     metric: Annotated[list[str], typer.Option("--metric", "-m", help="metric to show (repeatable; default all)")] = [],  # noqa: B006
@@ -465,13 +465,13 @@ def plot(
     row: Annotated[str | None, typer.Option(metavar="DIM", help="box/line: a row of panels per label")] = None,
     rep: Annotated[int | None, typer.Option(help="repetition shown by heatmap and bar (default 0)")] = None,
     robust: Annotated[
-        bool | None, typer.Option("--robust", help="heatmap: colour scale from the 2nd to 98th percentiles")
-    ] = None,
+        bool, typer.Option("--robust", help="heatmap: colour scale from the 2nd to 98th percentiles")
+    ] = False,
     yscale: Annotated[str | None, typer.Option(help="box/line: linear or log")] = None,
 ) -> None:
     """Plot errors (summary, box, line) or distributions (heatmap, bar) from a results file.
 
-    Without --kind the figure is the one the scenario's [plot] table describes (the summary if it
+    Without --kind the figure is the one the scenario's plot table describes (the summary if it
     has none); options given here override the table's.
     """
     from ..results.io import check_output, check_overwrite, open_results
@@ -492,7 +492,7 @@ def plot(
             "col": col,
             "row": row,
             "rep": rep,
-            "robust": robust,
+            "robust": robust or None,  # not given: the plot table's
             "yscale": yscale,
         }
         save_figure(figure(ds, **plot_options(ds, given)), target)
