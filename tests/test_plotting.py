@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 import ldpsim
 from ldpsim import Grid, Integers, LdpsimError, Observations
 from ldpsim.output.cli import app
-from ldpsim.output.plotting import figure
+from ldpsim.output.plotting import figure, plot_options, summary_figure
 from ldpsim.results.io import open_results, save_results
 from ldpsim.results.noisy import noisy_distribution
 
@@ -114,13 +114,14 @@ def test_results_describe_their_coordinates_and_survive_netcdf(grid_ds, tmp_path
 # ------------------------------------------------------------------ figures
 def test_summary_figure_panels():
     ds = ldpsim.run_scenario(DOC)
-    fig = figure(ds, "summary")
+    fig = summary_figure(ds)
     top = [ax for ax in fig.axes if ax.get_title() in ("tv", "l2")]
     assert [ax.get_title() for ax in top] == ["tv", "l2"]
     assert [t.get_text() for t in top[0].get_legend().get_texts()] == ["ibu", "inv-n"]
-    assert [t.get_text() for t in top[0].get_xticklabels()] == ["eps=0.5", "eps=2.0"]
+    assert [t.get_text() for t in top[0].get_xticklabels()] == ["0.5", "2.0"]
+    assert top[0].get_xlabel() == "eps"
     assert top[0].get_ylabel() == "Total variation distance"
-    bottom = [ax for ax in fig.axes if ax.get_title().startswith("rep 0")]
+    bottom = [ax for ax in fig.axes if ax.get_title().startswith("eps=")]
     assert len(bottom) == 2
     line = bottom[0].get_lines()[0]  # ibu's estimate at eps=0.5, rep 0
     np.testing.assert_allclose(line.get_ydata(), ds["estimate"].sel(estimator="ibu").isel(eps=0, rep=0).values)
@@ -132,7 +133,7 @@ def test_box_figure_boxes_per_sweep_value_and_estimator(line_ds):
     assert len(ax.patches) == 2 * 2  # eps values x estimators
     assert [t.get_text() for t in ax.get_xticklabels()] == ["0.5", "2.0"]
     assert ax.get_xlabel() == "eps" and ax.get_ylabel() == "L2 (Euclidean) distance"
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["ibu", "inv-n"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["ibu", "inv-n"]
     assert "n=1000" in fig._suptitle.get_text()
     # inv-n's box at eps = 2 spans the quartiles of its errors at n = 1000
     errors = line_ds["l2"].sel(estimator="inv-n", eps=2.0, n=1000).values
@@ -144,20 +145,25 @@ def test_box_figure_without_a_sweep_has_one_box_per_estimator():
     ds = ldpsim.run_scenario({**DOC, "sweep": {}, "repetitions": 2})
     fig = figure(ds, "box", estimators=["inv-n"])
     assert [len(ax.patches) for ax in fig.axes] == [1, 1]
-    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["inv-n"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["inv-n"]
 
 
-def test_line_figure_means_with_quartile_band(line_ds):
+def test_line_figure_means_with_standard_error_band(line_ds):
     fig = figure(line_ds, "line", metrics=["tv"], sweep="n", at={"eps": "2"})
     (ax,) = fig.axes
     lines = ax.get_lines()
-    assert [ln.get_label() for ln in lines] == ["ibu", "inv-n"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["ibu", "inv-n"]
     np.testing.assert_allclose(lines[0].get_xdata(), [500, 1000])
-    expected = line_ds["tv"].sel(estimator="ibu", eps=2.0).mean("rep").values
-    np.testing.assert_allclose(lines[0].get_ydata(), expected)
+    errors = line_ds["tv"].sel(estimator="ibu", eps=2.0)
+    np.testing.assert_allclose(lines[0].get_ydata(), errors.mean("rep").values)
     assert len(ax.collections) == 2  # one band per estimator
-    assert "25-75" in ax.get_legend().get_title().get_text()
-    assert ax.get_xlabel() == "users"
+    band = ax.collections[0].get_paths()[0].vertices[:, 1]
+    se = errors.std("rep", ddof=1).values / np.sqrt(line_ds.sizes["rep"])
+    np.testing.assert_allclose(
+        [band.min(), band.max()], [(errors.mean("rep") - 2 * se).min(), (errors.mean("rep") + 2 * se).max()]
+    )
+    assert "2 standard errors" in fig._suptitle.get_text()
+    assert ax.get_xlabel() == "n (users)"  # the axis's name and what it sets
 
 
 def test_heatmap_figure_truth_noisy_and_estimates_on_one_scale(grid_ds):
@@ -229,3 +235,206 @@ def test_plot_command_writes_an_image(tmp_path):
     bad = CliRunner().invoke(app, ["plot", str(path), "-o", str(tmp_path / "r.xyz")])
     assert bad.exit_code == 2 and "output:" in bad.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.nc", "r.png"]  # no temporary file left behind
+
+
+# ------------------------------------------------------------------ layouts: facets, categories, scales
+@pytest.fixture(scope="module")
+def categorical_ds():
+    """A categorical sweep axis (the dataset by name) beside eps."""
+    return ldpsim.run_scenario(
+        {
+            **DOC,
+            "repetitions": 4,
+            "metrics": ["tv"],
+            "sweep": {
+                **DOC["sweep"],
+                "data": {
+                    "path": "dataset",
+                    "labels": ["binomial", "zipf"],
+                    "values": [{"name": "binomial"}, {"name": "zipf"}],
+                },
+            },
+        }
+    )
+
+
+def _drawn_extent(fig, artist):
+    fig.canvas.draw()
+    return artist.get_window_extent(fig.canvas.get_renderer())
+
+
+def test_a_categorical_axis_is_drawn_as_points_not_joined_lines(categorical_ds):
+    fig = figure(categorical_ds, "line", sweep="data", at={"eps": "2.0"})
+    (ax,) = fig.axes
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["binomial", "zipf"]
+    assert ax.get_xlabel() == "data (dataset)"
+    markers = [ln for ln in ax.get_lines() if ln.get_marker() == "o"]  # not the error bars' caps
+    assert len(markers) == 2 and all(ln.get_linestyle() == "None" for ln in markers)  # no line joins categories
+    expected = categorical_ds["tv"].sel(estimator="inv-n", eps=2.0).mean("rep").values
+    np.testing.assert_allclose(markers[1].get_ydata(), expected)
+    assert markers[0].get_xdata()[0] < 0 < markers[1].get_xdata()[0]  # dodged around the category
+
+
+def test_any_dimension_can_be_hue_column_or_row(line_ds):
+    fig = figure(line_ds, "line", sweep="eps", hue=["n", "estimator"], col="metric")
+    assert [ax.get_title() for ax in fig.axes] == ["tv", "l2"]
+    assert [ax.get_ylabel() for ax in fig.axes] == ["Total variation distance", "L2 (Euclidean) distance"]
+    assert len(fig.axes[0].get_lines()) == 4 and len(fig.axes[0].collections) == 4  # 2 n x 2 estimators
+    legend = fig.legends[0]
+    assert legend.get_title().get_text() == "n / estimator"
+    assert [t.get_text() for t in legend.get_texts()] == ["500 / ibu", "500 / inv-n", "1000 / ibu", "1000 / inv-n"]
+    expected = line_ds["l2"].sel(estimator="inv-n", n=1000).mean("rep").values
+    np.testing.assert_allclose(fig.axes[1].get_lines()[3].get_ydata(), expected)
+
+    grid = figure(line_ds, "box", metrics=["tv"], row="n", col="estimator")
+    assert np.shape(grid.axes) == (4,)
+    assert [ax.get_title() for ax in grid.axes] == [
+        "n = 500, ibu",
+        "n = 500, inv-n",
+        "n = 1000, ibu",
+        "n = 1000, inv-n",
+    ]
+    assert all(len(ax.patches) == 2 for ax in grid.axes)  # a box per eps, one hue
+    assert len({ax.get_ylim() for ax in grid.axes}) == 1  # one metric: panels share the y scale
+
+
+def test_two_metrics_shown_nowhere_get_rows_of_their_own(line_ds):
+    fig = figure(line_ds, "box", col="n", at={})
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == ["tv, n = 500", "tv, n = 1000", "l2, n = 500", "l2, n = 1000"]
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"hue": ["epss"]}, "--hue: 'epss' is not a dimension of this results file; did you mean 'eps'?"),
+        ({"sweep": "eps", "col": "eps"}, "--col: 'eps' is the x axis"),
+        ({"hue": ["n"], "row": "n"}, "--row: 'n' is shown already"),
+    ],
+)
+def test_bad_facets_are_one_line_errors(line_ds, options, message):
+    with pytest.raises(LdpsimError) as info:
+        figure(line_ds, "line", **options)
+    assert str(info.value).startswith(message)
+    with pytest.raises(LdpsimError, match="a heatmap has a fixed layout"):
+        figure(line_ds, "heatmap", hue=["n"])
+
+
+def test_summary_of_many_sweep_points_fills_the_figure_without_clipping(categorical_ds):
+    many = ldpsim.run_scenario(
+        {
+            **DOC,
+            "repetitions": 2,
+            "metrics": ["tv", "emd"],
+            "sweep": {
+                "data": {
+                    "path": "dataset",
+                    "labels": ["binomial", "zipf"],
+                    "values": [{"name": "binomial"}, {"name": "zipf"}],
+                },
+                "eps": {"path": "cohorts.all.reports.0.eps", "values": [0.5, 1, 1.5, 2, 3, 4, 5, 6, 8]},
+            },
+        }
+    )
+    fig = summary_figure(many)
+    fig.canvas.draw()
+    top = [ax for ax in fig.axes if ax.get_title() in ("tv", "emd")]
+    assert len(top) == 2 and top[0].get_position().x1 - top[0].get_position().x0 > 0.8  # stacked, full width
+    assert len(top[0].get_xticklabels()) == 18
+    width = fig.get_size_inches()[0] * fig.dpi
+    for text in (fig._suptitle, *(sub._suptitle for sub in fig.subfigs)):
+        if text is not None:
+            box = _drawn_extent(fig, text)
+            assert box.x0 >= 0 and box.x1 <= width  # never clipped at the edges
+    for ax in top:  # the y label and the panel title do not run into each other
+        assert not _drawn_extent(fig, ax.yaxis.label).overlaps(_drawn_extent(fig, ax.title))
+    ticks = [_drawn_extent(fig, t) for t in top[1].get_xticklabels()]
+    assert not any(a.overlaps(b) for a, b in zip(ticks, ticks[1:]))
+    estimates = [ax.get_title() for ax in fig.subfigs[1].axes if ax.get_title()]
+    assert estimates == ["data=binomial, eps=0.5", "data=binomial, eps=5.0", "data=zipf, eps=1.5", "data=zipf, eps=8.0"]
+
+
+def test_a_long_title_is_wrapped_inside_the_figure(line_ds):
+    ds = line_ds.copy()
+    ds.attrs["title"] = "a scenario title long enough to run past both edges of a single panel " * 2
+    fig = figure(ds, "line", metrics=["tv"], estimators=["ibu"], sweep="eps", at={"n": "500"})
+    box = _drawn_extent(fig, fig._suptitle)
+    assert box.x0 >= 0 and box.x1 <= fig.get_size_inches()[0] * fig.dpi and "\n" in fig._suptitle.get_text()
+
+
+def test_summary_of_a_grid_has_one_colour_bar_and_names_its_sweep_point(grid_ds):
+    fig = summary_figure(grid_ds)
+    maps = [ax for ax in fig.axes if ax.images]
+    assert [ax.get_title() for ax in maps] == ["truth", "ibu", "inv-n"]
+    assert len({ax.images[0].get_clim() for ax in maps}) == 1
+    bars = [ax for ax in fig.axes if ax.get_ylabel() == "probability" and not ax.images]
+    assert len(bars) == 1  # the colour bar's axes
+    assert "eps=0.5" in fig.subfigs[1]._suptitle.get_text()
+    assert maps[0].get_xlabel() == "x (km)"
+
+
+def test_robust_heatmap_scale_is_the_2nd_to_98th_percentile(grid_ds):
+    plain = figure(grid_ds, "heatmap")
+    robust = figure(grid_ds, "heatmap", robust=True)
+    panels = [np.ma.getdata(ax.images[0].get_array()) for ax in robust.axes if ax.images]
+    low, high = np.percentile(np.concatenate([np.ravel(p) for p in panels]), [2, 98])
+    assert robust.axes[0].images[0].get_clim() == pytest.approx((low, high))
+    assert plain.axes[0].images[0].get_clim()[0] == 0
+    assert [ax for ax in robust.axes if ax.images][-1].images[0].colorbar.extend == "both"
+    with pytest.raises(LdpsimError, match="--robust"):
+        figure(grid_ds, "box", robust=True)
+
+
+def test_log_scale_and_unknown_scale(line_ds):
+    assert figure(line_ds, "line", metrics=["tv"], yscale="log").axes[0].get_yscale() == "log"
+    with pytest.raises(LdpsimError, match="--yscale: unknown y scale 'ln'"):
+        figure(line_ds, "line", yscale="ln")
+
+
+# ------------------------------------------------------------------ a scenario's default figure
+def test_the_scenarios_plot_table_is_the_default_figure(tmp_path):
+    doc = {**DOC, "repetitions": 2, "plot": {"kind": "line", "metric": "tv", "hue": ["n", "estimator"]}}
+    doc["sweep"] = {**DOC["sweep"], "n": {"path": "users", "values": [500, 1000]}}
+    path = save_results(ldpsim.run_scenario(doc), tmp_path / "r.nc")
+    ds = open_results(path)
+    assert plot_options(ds, {})["kind"] == "line"
+    fig = figure(ds, **plot_options(ds, {}))
+    assert len(fig.axes) == 1 and len(fig.axes[0].get_lines()) == 4
+    assert plot_options(ds, {"yscale": "log"})["hue"] == ["n", "estimator"]  # an option given overrides one key
+    assert plot_options(ds, {"kind": "box"}) == {"kind": "box"}  # another kind: the table does not apply
+    result = CliRunner().invoke(app, ["plot", str(path), "-o", str(tmp_path / "f.png")])
+    assert result.exit_code == 0, result.stderr
+    options = ["--kind", "box", "--hue", "n", "--col", "estimator", "--yscale", "log", "-o", str(tmp_path / "g.png")]
+    assert CliRunner().invoke(app, ["plot", str(path), *options]).exit_code == 0
+    bad = CliRunner().invoke(app, ["plot", str(path), "--robust", "-o", str(tmp_path / "h.png")])
+    assert bad.exit_code == 2 and "--robust scales the colours of heat maps" in bad.stderr  # the table's kind is line
+
+
+def test_a_bad_plot_table_is_refused_when_the_scenario_loads():
+    with pytest.raises(LdpsimError, match="plot: unknown field 'hues'; did you mean 'hue'"):
+        ldpsim.run_scenario({**DOC, "plot": {"hues": ["eps"]}})
+
+
+def test_sweep_axis_long_names_never_are_a_bare_index():
+    from ldpsim.results.labels import axis_long_name
+    from ldpsim.running.sweep import Axis
+
+    def axis(name, *paths):
+        return type("A", (), {"name": name, "paths": paths})()
+
+    assert axis_long_name(axis("eps", "cohorts.all.reports.0.eps")) == "eps"
+    assert axis_long_name(axis("mechanism", "cohorts.all.reports.0")) == "cohorts.all.reports.0"
+    assert axis_long_name(axis("prior", "dataset.p")) == "dataset.p"
+    assert axis_long_name(axis("eps", "cohorts.a.reports.0.eps", "cohorts.b.reports.0.eps")) == "eps"
+    assert axis_long_name(axis("both", "cohorts.a.reports.0", "cohorts.b.reports.0")) == "both"
+    assert Axis  # the scenario's axes have name and paths
+
+
+def test_gowalla_scenarios_measure_distances_in_km():
+    import tomllib
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[1] / "scenarios"
+    grids = [tomllib.loads(p.read_text())["domain"] for p in sorted(folder.glob("0*.toml"))]
+    grids = [d for d in grids if d["kind"] == "grid"]
+    assert len(grids) == 5 and all(d["unit"] == "km" for d in grids)

@@ -465,8 +465,11 @@ def plot(
         Path | None, typer.Option("--output", "-o", help="image file (png, pdf, svg); default <results>.png")
     ] = None,
     kind: Annotated[
-        str, typer.Option("--kind", "-k", help="summary, box, line, heatmap (grids) or bar (1-D domains)")
-    ] = "summary",
+        str | None,
+        typer.Option(
+            "--kind", "-k", help="summary, box, line, heatmap (grids) or bar (1-D); default the scenario's plot table"
+        ),
+    ] = None,
     metric: Annotated[list[str], typer.Option("--metric", "-m", help="metric to show (repeatable; default all)")] = [],  # noqa: B006
     estimator: Annotated[
         list[str], typer.Option("--estimator", "-e", help="estimator to show (repeatable; default all)")
@@ -477,19 +480,45 @@ def plot(
     at: Annotated[
         list[str], typer.Option(metavar="AXIS=LABEL", help="fix another sweep axis (default its first label)")
     ] = [],  # noqa: B006
+    hue: Annotated[
+        list[str],
+        typer.Option(metavar="DIM", help="box/line: colour by metric, estimator or a sweep axis (repeatable)"),
+    ] = [],  # noqa: B006
+    col: Annotated[str | None, typer.Option(metavar="DIM", help="box/line: a column of panels per label")] = None,
+    row: Annotated[str | None, typer.Option(metavar="DIM", help="box/line: a row of panels per label")] = None,
     rep: Annotated[int | None, typer.Option(help="repetition shown by heatmap and bar (default 0)")] = None,
+    robust: Annotated[
+        bool, typer.Option("--robust", help="heatmap: colour scale from the 2nd to 98th percentiles")
+    ] = False,
+    yscale: Annotated[str | None, typer.Option(help="box/line: linear or log")] = None,
 ) -> None:
-    """Plot errors (summary, box, line) or distributions (heatmap, bar) from a results file."""
+    """Plot errors (summary, box, line) or distributions (heatmap, bar) from a results file.
+
+    Without --kind the figure is the one the scenario's plot table describes (the summary if it
+    has none); options given here override the table's.
+    """
     from ..results.io import check_output, check_overwrite, open_results
     from .plot_options import parse_at
-    from .plotting import figure, save_figure
+    from .plotting import figure, plot_options, save_figure
 
     with user_errors():
         ds = open_results(results)
         target = check_output(output if output is not None else results.with_suffix(".png"))
         check_overwrite(target, [results], force=True)  # an image replaces an image, never the results
-        fig = figure(ds, kind, metrics=metric, estimators=estimator, sweep=sweep, at=parse_at(at), rep=rep)
-        save_figure(fig, target)
+        given = {
+            "kind": kind,
+            "metrics": metric,
+            "estimators": estimator,
+            "sweep": sweep,
+            "at": parse_at(at),
+            "hue": hue,
+            "col": col,
+            "row": row,
+            "rep": rep,
+            "robust": robust or None,  # not given: the plot table's
+            "yscale": yscale,
+        }
+        save_figure(figure(ds, **plot_options(ds, given)), target)
     err.print(f"wrote {target}", markup=False)
 
 

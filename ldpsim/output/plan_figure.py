@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
-from .plotting import _pyplot
+from .plotting import _pyplot, _wrap
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -33,8 +33,7 @@ def plan_figure(ds: xr.Dataset) -> Figure:
     ax.set_yscale("log")
     ax.set_xlabel(axis)
     ax.set_ylabel(str(ds["error"].attrs.get("long_name", "error")))
-    ax.set_title(
-        f"{attrs.get('method', '')}: {attrs.get('setting_mechanism', '')}, {attrs.get('setting_estimator', '')}"
-    )
+    title = f"{attrs.get('method', '')}: {attrs.get('setting_mechanism', '')}, {attrs.get('setting_estimator', '')}"
+    ax.set_title(_wrap(title, 6.0, 12.0))  # a long setting must not run past the figure's edges
     ax.legend(fontsize="small")
     return fig

@@ -9,18 +9,38 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import xarray as xr
 
 from ..base.errors import LdpsimError, did_you_mean
 
-PER_TASK = ("metric", "estimator", "rep")
+
+def metric_scores(ds: xr.Dataset) -> dict[str, xr.DataArray]:
+    """Each metric's scores by name (dimensions: the sweep axes, ``estimator``, ``rep``).
+
+    The one place that knows how a results file stores the scores (one variable per metric, see
+    :mod:`ldpsim.results.scores`). Each array's ``long_name`` and ``units`` attributes label it; the CF
+    unit "1" of a dimensionless score is not printed.
+    """
+    from ..results.scores import score_names
+
+    scores = {}
+    for metric in score_names(ds):
+        row = ds[metric].copy()
+        units = str(row.attrs.get("units", ""))
+        long_name = str(row.attrs.get("long_name", metric))
+        row.attrs = {"long_name": long_name, "units": units} if units and units != "1" else {"long_name": long_name}
+        scores[metric] = row
+    return scores
 
 
 def sweep_axes(ds: xr.Dataset) -> list[str]:
-    """The sweep dimensions, in scenario order."""
-    return [str(d) for d in ds["error"].dims if d not in PER_TASK]
+    """The sweep dimensions, in scenario order: those before ``rep`` in ``truth(<sweeps>, rep, <domain>)``."""
+    dims = [str(d) for d in ds["truth"].dims]
+    # a run that estimates after every round has the round as one more axis of its scores (not of the truth)
+    return dims[: dims.index("rep")] + (["round"] if "round" in ds.dims else [])
 
 
 def domain_kind(ds: xr.Dataset) -> str:
@@ -41,12 +61,14 @@ def choose(names: Sequence[str] | None, available: Iterable[object], option: str
     return list(dict.fromkeys(names))
 
 
-def subset(ds: xr.Dataset, metrics: Sequence[str] | None, estimators: Sequence[str] | None) -> xr.Dataset:
-    """The dataset restricted to the chosen metrics and estimators, in the order given."""
-    return ds.sel(
-        metric=choose(metrics, ds["metric"].values, "--metric"),
-        estimator=choose(estimators, ds["estimator"].values, "--estimator"),
-    )
+def subset(
+    ds: xr.Dataset, metrics: Sequence[str] | None, estimators: Sequence[str] | None
+) -> tuple[xr.Dataset, dict[str, xr.DataArray]]:
+    """The dataset restricted to the chosen estimators, and the chosen metrics' scores, in the order given."""
+    chosen = choose(estimators, ds["estimator"].values, "--estimator")
+    ds = ds.sel(estimator=chosen)
+    scores = metric_scores(ds)
+    return ds, {m: scores[m] for m in choose(metrics, scores, "--metric")}
 
 
 def parse_at(texts: Iterable[str]) -> dict[str, str]:
@@ -104,6 +126,75 @@ def choose_axis(ds: xr.Dataset, axis: str | None) -> str | None:
     return axis
 
 
+@dataclass(frozen=True)
+class Facets:
+    """How a box or line figure lays out its dimensions (``metric``, ``estimator``, sweep axes)."""
+
+    x: str | None
+    hue: tuple[str, ...] = ()
+    col: str | None = None
+    row: str | None = None
+    #: an index on every sweep axis shown nowhere
+    point: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def shown(self) -> tuple[str, ...]:
+        return tuple(d for d in (self.x, *self.hue, self.col, self.row) if d is not None)
+
+
+def choose_facets(
+    ds: xr.Dataset,
+    scores: Mapping[str, xr.DataArray],
+    *,
+    sweep: str | None = None,
+    at: Mapping[str, str] | None = None,
+    hue: Sequence[str] | None = None,
+    col: str | None = None,
+    row: str | None = None,
+) -> Facets:
+    """The layout of a box or line figure, checked against the results.
+
+    By default the x axis is the first sweep axis placed nowhere else, estimators are the hue and
+    metrics the columns. A metric or estimator dimension of
+    more than one label that the options put nowhere goes to the rows, or else joins the hue, so
+    that no panel mixes scores of different things.
+    """
+    placed = {*(hue or []), col, row}
+    free = [d for d in sweep_axes(ds) if d not in placed]
+    x = choose_axis(ds, sweep) if sweep is not None or not free else free[0]
+    dims = ["metric", "estimator", *sweep_axes(ds)]
+    sizes = {"metric": len(scores), "estimator": ds.sizes["estimator"], **{d: ds.sizes[d] for d in sweep_axes(ds)}}
+    given = list(hue or [])
+    used: list[str] = [x] if x else []
+    for option, names in (("--hue", given), ("--col", [col] if col else []), ("--row", [row] if row else [])):
+        for name in names:
+            if name not in dims:
+                raise LdpsimError(
+                    f"'{name}' is not a dimension of this results file",
+                    field=option,
+                    hint=did_you_mean(name, dims) if did_you_mean(name, dims) else "choose " + ", ".join(dims),
+                )
+            if name in used:
+                where = "the x axis" if name == x else "shown already"
+                raise LdpsimError(f"'{name}' is {where}", field=option, hint="give each dimension one place")
+            used.append(name)
+    if not given and "estimator" not in used:
+        given = ["estimator"]
+        used.append("estimator")
+    if col is None and "metric" not in used and row != "metric":
+        col = "metric"
+        used.append("metric")
+    for dim in ("metric", "estimator"):
+        if dim not in used and sizes[dim] > 1:
+            if row is None:
+                row = dim
+            else:
+                given.append(dim)
+            used.append(dim)
+    point = fixed_point(ds, at, free=[d for d in used if d not in ("metric", "estimator")])
+    return Facets(x=x, hue=tuple(given), col=col, row=row, point=point)
+
+
 def choose_rep(ds: xr.Dataset, rep: int | None) -> int:
     reps = ds.sizes["rep"]
     rep = 0 if rep is None else rep
@@ -117,18 +208,18 @@ def with_units(name: str, units: object) -> str:
 
 
 def coord_label(ds: xr.Dataset, name: str) -> str:
-    """``long_name (units)`` of a coordinate, or its name."""
+    """``name (long_name) (units)`` of a coordinate, e.g. "n (users)"; the name alone when it is the long name."""
     attrs = ds[name].attrs
-    return with_units(str(attrs.get("long_name") or name), attrs.get("units"))
+    long_name = str(attrs.get("long_name") or name)
+    label = name if long_name in (name, "") else f"{name} ({long_name})"
+    if name in ("x", "y", "row", "col", "value") or "sweep_paths" not in attrs:
+        label = long_name  # the domain's coordinates: their long name ("column", "value")
+    return with_units(label, attrs.get("units"))
 
 
-def metric_label(ds: xr.Dataset, metric: str) -> str:
-    """The metric's long name and unit, e.g. "Earth mover's distance (km)"; its name in older files."""
-    if "metric_long_name" not in ds.coords:
-        return metric
-    row = ds.sel(metric=metric)
-    units = str(row["metric_units"].values) if "metric_units" in ds.coords else ""
-    return with_units(str(row["metric_long_name"].values), units)
+def score_label(scores: xr.DataArray) -> str:
+    """A metric's long name and unit, e.g. "Earth mover's distance (km)" (see :func:`metric_scores`)."""
+    return with_units(str(scores.attrs.get("long_name") or scores.name), scores.attrs.get("units"))
 
 
 def point_text(ds: xr.Dataset, point: Mapping[str, int]) -> str:

@@ -52,9 +52,15 @@ def distance_unit(domain: Domain) -> str:
 
 
 def axis_long_name(axis: SweepAxis) -> str:
-    """The field a sweep sets ("eps" for cohorts.all.reports.0.eps), or the axis's name if its paths differ."""
+    """What a sweep sets: the field's name ("eps" for cohorts.all.reports.0.eps, "users"), or its whole path
+    when the last part names nothing by itself (an index such as "0", a letter such as the "p" of dataset.p),
+    or the axis's name when it sets several fields."""
     last = {path.rsplit(".", 1)[-1] for path in axis.paths}
-    return last.pop() if len(last) == 1 else axis.name
+    if len(last) == 1:
+        name = next(iter(last))
+        if len(name) > 1 and not name.isdigit():
+            return name
+    return axis.paths[0] if len(axis.paths) == 1 else axis.name
 
 
 def describe(ds: xr.Dataset, axes: Iterable[SweepAxis], domain: Domain) -> xr.Dataset:

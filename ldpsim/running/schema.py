@@ -25,9 +25,12 @@ FIELDS = {
     "sweep": "[sweep.<axis>] tables with path and values",
     "rounds": 'when to estimate: "last" (after all rounds, the default) or "every" (after each round, a results dimension round)',
     "observe": 'how reports are observed: "sampled" (drawn, the default) or "expected" (their exact expected counts)',
+    "plot": "the default figure of `ldpsim plot`: [plot] kind = ..., and its options (hue, col, row, at, ...)",
 }
 #: the values of the top-level ``rounds`` field
 ROUNDS = ("last", "every")
+#: what a ``[plot]`` table may set: the options of ``ldpsim plot`` (checked against the results when plotting)
+PLOT_FIELDS = ("kind", "metric", "estimator", "sweep", "at", "hue", "col", "row", "rep", "robust", "yscale")
 REQUIRED = ("domain", "dataset", "cohorts", "estimators", "metrics")
 #: the largest seed: results store it as an int64
 MAX_SEED = 2**63 - 1
@@ -88,6 +91,10 @@ def check_fields(doc: dict) -> None:
     for key in ("domain", "dataset", "cohorts", "estimators", "metrics"):
         if not isinstance(doc[key], dict) or not doc[key]:
             raise ScenarioError("must be a non-empty table", field=key, hint=FIELDS[key])
+    if "plot" in doc:
+        if not isinstance(doc["plot"], dict):
+            raise ScenarioError("must be a table", field="plot", hint=FIELDS["plot"])
+        require_known(doc["plot"], PLOT_FIELDS, "plot")
     for key in ("estimators", "metrics"):
         for label, spec in doc[key].items():
             if not isinstance(spec, dict):

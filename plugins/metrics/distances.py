@@ -38,6 +38,7 @@ class EarthMovers(Metric):
     """Earth mover's distance with the domain's distance (1-D: L1 between CDFs times the spacing)."""
 
     name = "emd"
+    long_name = "Earth mover's distance"
     units = "distance"
 
     def _compute(self, estimate: np.ndarray, truth: np.ndarray, domain: Domain) -> float:
