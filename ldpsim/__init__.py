@@ -25,6 +25,7 @@ from .estimation.estimator import (
     IntervalEstimator,
     InversionEstimator,
 )
+from .estimation.newton import newton_mle
 from .estimation.observations import Observations, ReportGroup
 from .estimation.operators import (
     constant_plus_column,
@@ -117,6 +118,7 @@ __all__ = [
     "get_registry",
     "geo_level",
     "gibu",
+    "newton_mle",
     "hookimpl",
     "ldp_level",
     "lip_level",
