@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ldpsim_plugins.estimators.krr_mle import water_fill
 
+import ldpsim
 from ldpsim import Integers, Likelihood, Observations, gibu, newton_mle
 from ldpsim.estimation import newton
 
@@ -117,7 +118,9 @@ def test_a_non_unique_mle_reaches_the_maximum():
 
 
 def test_too_large_a_hessian_falls_back_to_squarem(rng, monkeypatch):
-    obs, _ = _krr(rng)
+    domain = Integers(low=0, high=59)
+    geo = make("mechanism", "geometric", domain, eps=0.2)
+    obs = Observations.from_reports(domain, [(geo, geo.sample(rng.binomial(59, 0.3, 5_000), rng))])
     lik = Likelihood(obs)
     monkeypatch.setattr(newton, "DENSE_MAX_ENTRIES", 0)
     fallback = newton_mle(lik, tol=1e-8)
@@ -139,3 +142,44 @@ def test_the_mle_estimator_runs_the_newton_solver_and_em_on_request(rng):
     ibu = make("estimator", "ibu").estimate(obs)
     plain = gibu(Likelihood.of(obs))
     np.testing.assert_array_equal(ibu.distribution, plain.theta)
+
+
+def test_conjugate_gradients_through_the_operator_reach_the_same_maximum(rng):
+    domain = Integers(low=0, high=59)
+    geo = make("mechanism", "geometric", domain, eps=0.2)
+    obs = Observations.from_reports(domain, [(geo, geo.sample(rng.binomial(59, 0.3, 5_000), rng))])
+    lik = Likelihood.of(obs)
+    dense = newton_mle(lik, tol=1e-8)
+    cg = newton_mle(lik, tol=1e-8, hessian="cg")
+    assert cg.converged and cg.kkt < 1e-8
+    assert abs(cg.loglik - dense.loglik) <= obs.n * 1e-8
+    em = gibu(lik, stop="kkt", tol=1e-8, accelerate="squarem", max_iter=1_000_000)
+    assert cg.iterations < em.iterations  # passes: each CG step costs one (H and H^T once)
+    with pytest.raises(ldpsim.ParameterError, match="hessian: unknown mode"):
+        newton_mle(lik, hessian="lu")
+
+
+@pytest.mark.parametrize("restricted", [False, True])
+def test_krr_newton_systems_are_solved_exactly_in_linear_time(rng, monkeypatch, restricted):
+    # k-RR's Hessian is a diagonal plus rank 2 (Woodbury); on a support holding the MLE's, the same MLE
+    obs, closed = _krr(rng)
+    support = (closed > 0) | (np.arange(closed.size) % 2 == 0) if restricted else None
+    lik = Likelihood.of(obs, support)
+    assert newton.named_columns(lik) is not None
+    fast = newton_mle(lik, tol=1e-9)
+    assert fast.converged and abs(fast.loglik - Likelihood.of(obs).loglik(closed)) <= 1e-9 * obs.n
+    np.testing.assert_array_equal(lik.expand(fast.theta) == 0, closed == 0)
+    monkeypatch.setattr(newton, "named_columns", lambda _: None)  # the dense Hessian instead
+    dense = newton_mle(lik, tol=1e-9)
+    assert dense.iterations == fast.iterations
+    np.testing.assert_allclose(dense.theta, fast.theta, atol=1e-9)
+
+
+def test_only_reports_naming_one_value_are_treated_as_krr(rng):
+    domain = Integers(low=0, high=29)
+    geo = make("mechanism", "geometric", domain, eps=0.5)
+    obs = Observations.from_reports(domain, [(geo, geo.sample(rng.integers(0, 30, 1_000), rng))])
+    assert newton.named_columns(Likelihood(obs)) is None
+    krr = make("mechanism", "krr", domain, eps=0.5)
+    twice = Observations.from_reports(domain, [((krr, krr), rng.integers(0, 30, (1_000, 2)))])
+    assert newton.named_columns(Likelihood(twice)) is None  # two reports per user: not one named value

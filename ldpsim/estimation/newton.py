@@ -16,10 +16,13 @@ matrix, and tens of iterations reach the KKT certificate of
 :meth:`~ldpsim.estimation.engine.Likelihood.certificate`. A last Newton step on the face the
 barrier identified sets the MLE's zero components to exactly zero.
 
-The dense Hessian costs D |X|^2 operations for D distinct reports, so the solver is used only
-when that is affordable (:data:`DENSE_MAX_FLOPS`); otherwise, and whenever it fails to make
-progress, it hands over to SQUAREM (:func:`~ldpsim.estimation.engine.gibu`), which is what
-``mle`` ran before. Everything is deterministic: fixed rules, no randomness.
+The Newton iterations start after :data:`WARM_PASSES` SQUAREM passes, which certify the easy
+problems (large eps) at EM's cost and give the barrier a start near the MLE. The dense Hessian
+costs D |X|^2 operations for D distinct reports, so it is used only when that is affordable
+(:data:`DENSE_MAX_FLOPS`); otherwise, and whenever the Newton iterations stall, the solver hands
+over to SQUAREM (:func:`~ldpsim.estimation.engine.gibu`), which is what ``mle`` ran before. On
+request (``hessian="cg"``) Newton systems are solved instead by conjugate gradients through the
+likelihood's structured operator. Everything is deterministic: fixed rules, no randomness.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ from .engine import DEFAULT_TOL, EMResult, Likelihood, check_start, gibu
 DENSE_MAX_ENTRIES = 1 << 24
 #: ... and one Hessian, D |X|^2 multiply-adds, costs at most this many
 DENSE_MAX_FLOPS = 4e9
+#: how Newton systems are solved (see :func:`newton_mle`)
+HESSIANS = ("auto", "cg")
 #: SQUAREM passes before the Newton solver starts (cheap problems are certified by then)
 WARM_PASSES = 10
 #: interior-point iterations before handing over to SQUAREM
@@ -51,6 +56,8 @@ MAX_BACKTRACKS = 40
 _MIX = 1e-10
 #: Newton steps on the face of the MLE's zeros
 POLISH_STEPS = 4
+#: conjugate-gradient iterations per Newton system when the Hessian is not formed
+CG_MAX_ITER = 50
 #: fraction of the way to the boundary a step may go
 _TO_BOUNDARY = 0.995
 #: Armijo's sufficient-decrease constant and the step shrink factor of the line search
@@ -96,12 +103,21 @@ class _Point:
 
 
 class _Solver:
-    def __init__(self, likelihood: Likelihood, dense: np.ndarray):
-        self.lik, self.H = likelihood, dense
-        keep = likelihood.counts > 0
-        if not np.all(keep):
-            self.H = dense[keep]
-        self.c = likelihood.counts[keep]
+    """One likelihood's products: H x, H^T v, and Newton systems (B + diag) dx = rhs, B the Hessian of f.
+
+    With ``dense`` (D, |X|) the Hessian is formed and factorized; without, its systems are solved by
+    conjugate gradients through Hessian-vector products B v = H^T (w / p^2 * (H v)), two applications
+    of the structured operator, preconditioned by diag((B x + z) / x): since B has nonnegative entries,
+    diag(B x / x) bounds B from above (the majorizer behind EM's update), so the first CG step is an
+    EM-like step and the next ones add the curvature EM ignores.
+    """
+
+    def __init__(self, likelihood: Likelihood, dense: np.ndarray | None, named: tuple[np.ndarray, float] | None = None):
+        self.lik = likelihood
+        self.H = likelihood.H if dense is None else dense
+        self.dense = dense is not None
+        self.named = named  # (the value each report names or -1, r): H = r 1 1^T + (1 - r) S, see named_columns
+        self.c = likelihood.counts
         self.n = likelihood.n
         self.w = self.c / self.n
         self.sqrt_w = np.sqrt(self.w)
@@ -110,7 +126,7 @@ class _Solver:
     def point(self, x: np.ndarray) -> _Point:
         """f and H x at x: one pass (the gradient, when the point is kept, completes it)."""
         self.passes += 1
-        p = self.H @ x
+        p = np.asarray(self.H @ x).ravel()
         with np.errstate(divide="ignore", invalid="ignore"):
             f = -float(np.einsum("d,d->", self.w, np.log(p))) + float(x.sum())
         return _Point(x, p, f if math.isfinite(f) else math.inf)
@@ -118,14 +134,110 @@ class _Solver:
     def complete(self, pt: _Point) -> None:
         """The gradient, L(x / sum x) and its certificate (see Likelihood.certificate)."""
         s = float(pt.x.sum())
-        pt.grad = self.H.T @ (self.w / pt.p)
+        pt.grad = np.asarray(self.H.T @ (self.w / pt.p)).ravel()
         pt.loglik = self.n * (-(pt.f - s) - math.log(s)) + self.lik._constant
         pt.kkt = max(s * float(pt.grad.max()) - 1.0, 0.0)  # g(theta) / n = s H^T(w / p)
 
-    def hessian(self, pt: _Point) -> np.ndarray:
-        self.passes += 1
-        a = self.H * (self.sqrt_w / pt.p)[:, None]
-        return a.T @ a
+    def system(
+        self, pt: _Point, diag: np.ndarray, free: np.ndarray | None = None, rtol: float = 1e-2
+    ) -> Callable[[np.ndarray], np.ndarray]:
+        """A solver of (B + diag(diag)) dx = rhs at ``pt``, over the ``free`` values only if given."""
+        if self.named is not None:
+            self.passes += 1
+            return self._woodbury(pt, diag, free)
+        if self.dense:
+            self.passes += 1  # forming the Hessian reads H once
+            a = self.H * (self.sqrt_w / pt.p)[:, None]
+            hess = a.T @ a
+            if free is not None:
+                hess = hess[np.ix_(free, free)]
+            return _factor(hess + np.diag(diag))
+        return self._cg(pt, diag, free, rtol)
+
+    def _woodbury(self, pt: _Point, diag: np.ndarray, free: np.ndarray | None) -> Callable[[np.ndarray], np.ndarray]:
+        """Exact solves in O(|X|) when each report names one value (k-RR): H = r 1 1^T + (1 - r) S, with S
+        one 1 per row, so B = (1 - r)^2 diag(omega) + r^2 Omega 1 1^T + r (1 - r) (1 omega^T + omega 1^T),
+        where omega_x sums w_d / p_d^2 over the reports naming x and Omega over all: a diagonal plus rank 2."""
+        from scipy.linalg import LinAlgError
+
+        columns, r = self.named
+        weight = self.w / pt.p**2
+        named = columns >= 0
+        omega = np.bincount(columns[named], weights=weight[named], minlength=pt.x.size)
+        total = float(weight.sum())
+        if free is not None:
+            omega = omega[free]
+        delta = (1.0 - r) ** 2 * omega + diag
+        if not np.all(delta > 0):
+            raise LinAlgError("singular diagonal part")
+        u = np.column_stack([np.ones(omega.size), omega])  # B - diag part = u c u^T
+        c = np.array([[r * r * total, r * (1.0 - r)], [r * (1.0 - r), 0.0]])
+        inv_u = u / delta[:, None]
+        small = np.eye(2) + c @ (u.T @ inv_u)
+
+        def solve(rhs: np.ndarray) -> np.ndarray:
+            base = rhs / delta
+            return base - inv_u @ np.linalg.solve(small, c @ (u.T @ base))
+
+        return solve
+
+    def _cg(
+        self, pt: _Point, diag: np.ndarray, free: np.ndarray | None, rtol: float
+    ) -> Callable[[np.ndarray], np.ndarray]:
+        from scipy.sparse.linalg import LinearOperator, cg
+
+        weight = self.w / pt.p**2
+        size = pt.x.size
+        mask = np.ones(size, dtype=bool) if free is None else free
+        m = int(mask.sum())
+
+        def hess(v: np.ndarray) -> np.ndarray:
+            full = np.zeros(size)
+            full[mask] = np.ravel(v)
+            out = np.asarray(self.H.T @ (weight * np.asarray(self.H @ full).ravel())).ravel()[mask]
+            return out + diag * np.ravel(v)
+
+        with np.errstate(divide="ignore", invalid="ignore"):
+            precond = pt.x[mask] / (pt.grad[mask] + diag * pt.x[mask])
+        precond = np.where(np.isfinite(precond) & (precond > 0), precond, 0.0)
+        operator = LinearOperator((m, m), matvec=hess, dtype=float)
+        preconditioner = LinearOperator((m, m), matvec=lambda r: precond * np.ravel(r), dtype=float)
+
+        def solve(rhs: np.ndarray) -> np.ndarray:
+            count = [0]
+
+            def tick(_: np.ndarray) -> None:
+                count[0] += 1
+
+            dx, _ = cg(operator, rhs, rtol=rtol, maxiter=CG_MAX_ITER, M=preconditioner, callback=tick)
+            self.passes += count[0] + 1  # each CG iteration applies H and H^T once: one pass
+            return dx
+
+        return solve
+
+
+def named_columns(likelihood: Likelihood) -> tuple[np.ndarray, float] | None:
+    """(per report: the column of the value it names, or -1 off the support; r) when every user sent one
+    report naming a value, P(z | z) > P(z | x != z) (k-RR), so H[d, x] = 1 at the named value and r
+    elsewhere; None otherwise. Checked against a product with H, so a mechanism scaling its rows
+    differently is simply not treated as this structure."""
+    groups = likelihood.observations.groups
+    if len(groups) != 1 or len(groups[0].plan) != 1:
+        return None
+    pair = groups[0].plan[0].named_value_likelihood()
+    if pair is None or not pair[0] > pair[1]:
+        return None
+    r = math.exp(pair[1] - pair[0])
+    columns = groups[0].reports[:, 0]
+    if likelihood.support is not None:
+        columns = np.where(likelihood.support, np.cumsum(likelihood.support) - 1, -1)[columns]
+    probe = np.cos(np.arange(likelihood.size))  # any vector with distinct entries
+    expected = r * probe.sum() + (1.0 - r) * np.where(columns >= 0, probe[np.maximum(columns, 0)], 0.0)
+    if columns.size != likelihood.H.shape[0] or not np.allclose(
+        np.asarray(likelihood.H @ probe).ravel(), expected, rtol=1e-12, atol=1e-12 * likelihood.size
+    ):
+        return None
+    return columns, r
 
 
 def _factor(matrix: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
@@ -156,6 +268,7 @@ def newton_mle(
     max_iter: int = 1_000_000,
     trace: bool = False,
     warm_passes: int = WARM_PASSES,
+    hessian: str = "auto",
 ) -> EMResult:
     """The exact MLE by a primal-dual interior-point Newton method, certified to relative KKT ``tol``.
 
@@ -175,6 +288,12 @@ def newton_mle(
     warm_passes
         SQUAREM passes from ``start`` before the Newton iterations (which start from their result):
         problems EM certifies quickly stay as cheap as EM.
+    hessian
+        "auto": form and factorize the Hessian, or run SQUAREM where that is too costly
+        (:data:`DENSE_MAX_ENTRIES`, :data:`DENSE_MAX_FLOPS`); "cg": conjugate gradients through
+        Hessian-vector products, whatever the size (fewer passes than SQUAREM on the problems measured
+        in benchmarks/RESULTS.md, but not yet fewer seconds on large grids: its preconditioner does not
+        capture a smoothing kernel's ill-conditioning).
 
     Returns
     -------
@@ -187,15 +306,18 @@ def newton_mle(
         raise ParameterError(
             f"must be > 0, got {tol}", field="tol", hint="use a positive relative KKT tolerance, e.g. 1e-6"
         )
-    dense = dense_likelihood(likelihood)
-    if dense is None:
+    if hessian not in HESSIANS:
+        raise ParameterError(f"unknown mode {hessian!r}", field="hessian", hint=f"use one of {', '.join(HESSIANS)}")
+    named = named_columns(likelihood) if hessian == "auto" else None
+    dense = None if hessian == "cg" or named is not None else dense_likelihood(likelihood)
+    if dense is None and named is None and hessian == "auto":
         return gibu(likelihood, theta0, stop="kkt", tol=tol, max_iter=max_iter, trace=trace, accelerate="squarem")
     warm = gibu(
         likelihood, theta0, stop="kkt", tol=tol, max_iter=min(warm_passes, max_iter), trace=trace, accelerate="squarem"
     )
     if warm.converged or max_iter <= warm_passes:
         return warm
-    solver = _Solver(likelihood, dense)
+    solver = _Solver(likelihood, dense, named)
     solver.passes = warm.iterations + 1
     history: list[float] = list(warm.trace) if warm.trace is not None else []
     # EM's iterates can underflow to zero: mix in a trace of the uniform so every value can still rise
@@ -260,12 +382,11 @@ def _interior_point(solver: _Solver, theta0: np.ndarray, tol: float, history: li
                 break
             sharpening += 1
         x = pt.x
-        hess = solver.hessian(pt)
         grad_f = 1.0 - pt.grad
         mu = float(x @ z) / m
         diag = z / x
         try:
-            solve = _factor(hess + np.diag(diag))
+            solve = solver.system(pt, diag, rtol=min(0.1, math.sqrt(pt.kkt)))
             # predictor (affine scaling: mu = 0) and its complementarity after the longest step
             dx_aff = solve(-grad_f)
             dz_aff = -z - diag * dx_aff
@@ -334,9 +455,8 @@ def _polish(solver: _Solver, pt: _Point, z: np.ndarray, tol: float, history: lis
             best = cand
             if cand.kkt < tol * SHARPEN:
                 break
-        hess = solver.hessian(cand)
         try:
-            dx = _factor(hess[np.ix_(free, free)])(cand.grad[free] - 1.0)
+            dx = solver.system(cand, np.zeros(int(free.sum())), free, rtol=1e-3)(cand.grad[free] - 1.0)
         except LinAlgError:
             break
         x = x.copy()
