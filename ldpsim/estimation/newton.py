@@ -160,6 +160,7 @@ class _Solver:
         where omega_x sums w_d / p_d^2 over the reports naming x and Omega over all: a diagonal plus rank 2."""
         from scipy.linalg import LinAlgError
 
+        assert self.named is not None
         columns, r = self.named
         weight = self.w / pt.p**2
         named = columns >= 0
