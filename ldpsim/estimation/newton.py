@@ -294,9 +294,9 @@ def newton_mle(
     hessian
         "auto": form and factorize the Hessian, or run SQUAREM where that is too costly
         (:data:`DENSE_MAX_ENTRIES`, :data:`DENSE_MAX_FLOPS`); "cg": conjugate gradients through
-        Hessian-vector products, whatever the size (fewer passes than SQUAREM on the problems measured
-        in benchmarks/RESULTS.md, but not yet fewer seconds on large grids: its preconditioner does not
-        capture a smoothing kernel's ill-conditioning).
+        Hessian-vector products, whatever the size (fewer passes than SQUAREM in
+        benchmarks/RESULTS.md, but at small eps its CG runs hit :data:`CG_MAX_ITER`: the
+        preconditioner does not capture a smoothing kernel's ill-conditioning).
 
     Returns
     -------
