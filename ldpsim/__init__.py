@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
         gibu,
     )
     from .estimation.estimator import INTERVAL_OUTPUTS, Estimate, Estimator, IntervalEstimator, InversionEstimator
+    from .estimation.newton import newton_mle
     from .estimation.observations import Observations, ReportGroup
     from .estimation.operators import (
         constant_plus_column,
@@ -160,6 +161,7 @@ _LAZY: dict[str, str] = {
     "band_rows": "model.numeric",
     "piecewise_bands": "model.numeric",
     "runs_mask": "model.numeric",
+    "newton_mle": "estimation.newton",
 }
 
 __all__ = [
@@ -258,6 +260,7 @@ __all__ = [
     "band_rows",
     "piecewise_bands",
     "runs_mask",
+    "newton_mle",
 ]
 
 

@@ -1,0 +1,474 @@
+"""A second-order solver for the exact MLE: a primal-dual interior-point method on the simplex.
+
+The MLE maximizes L(theta) = sum_d c_d log (H theta)_d + const over the simplex. EM (GIBU) and
+its SQUAREM extrapolation take thousands of passes over the data where the likelihood is flat,
+as it is for strongly smoothing mechanisms (small eps, large domains). Like mixsqp (Kim,
+Carbonetto, Stephens, Anitescu, JCGS 2020) this solver drops the equality constraint,
+
+    minimize f(x) = -sum_d w_d log (H x)_d + sum_x x      subject to x >= 0,   w = c / n,
+
+whose minimizers are exactly the MLEs (at a minimizer, sum_x x = sum_x x_x dL/dx_x / n = 1),
+and takes Newton steps with the dense Hessian B = H^T diag(w / (H x)^2) H. Instead of mixsqp's
+active-set QP it handles x >= 0 with a primal-dual barrier (Mehrotra's predictor-corrector,
+Nocedal & Wright ch. 19), which needs no combinatorial search when most of the MLE's
+components are zero (small eps): each iteration is one Cholesky factorization of an |X| x |X|
+matrix, and tens of iterations reach the KKT certificate of
+:meth:`~ldpsim.estimation.engine.Likelihood.certificate`. A last Newton step on the face the
+barrier identified sets the MLE's zero components to exactly zero.
+
+The Newton iterations start after :data:`WARM_PASSES` SQUAREM passes, which certify the easy
+problems (large eps) at EM's cost and give the barrier a start near the MLE. The dense Hessian
+costs D |X|^2 operations for D distinct reports, so it is used only when that is affordable
+(:data:`DENSE_MAX_FLOPS`); otherwise, and whenever the Newton iterations stall, the solver hands
+over to SQUAREM (:func:`~ldpsim.estimation.engine.gibu`), which is what ``mle`` ran before. On
+request (``hessian="cg"``) Newton systems are solved instead by conjugate gradients through the
+likelihood's structured operator. Everything is deterministic: fixed rules, no randomness.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..base.errors import EstimationError, ParameterError
+from .engine import DEFAULT_TOL, EMResult, Likelihood, check_start, gibu
+
+#: the dense likelihood is formed when D |X| entries fit in this many (8 bytes each)
+DENSE_MAX_ENTRIES = 1 << 24
+#: ... and one Hessian, D |X|^2 multiply-adds, costs at most this many (about a second on one core):
+#: beyond, tens of Newton iterations cost more than the SQUAREM passes they save on cheap operators
+#: (OUE at k = 100, n = 10^5 took 14 s against SQUAREM's 10 s, with D |X|^2 = 10^9)
+DENSE_MAX_FLOPS = 5e8
+#: how Newton systems are solved (see :func:`newton_mle`)
+HESSIANS = ("auto", "cg")
+#: SQUAREM passes before the Newton solver starts (cheap problems are certified by then)
+WARM_PASSES = 10
+#: interior-point iterations before handing over to SQUAREM
+MAX_NEWTON_ITER = 100
+#: initial complementarity per component (relative to 1 / |X|)
+Z0 = 1e-4
+#: once certified, Newton steps go on towards tol * SHARPEN, at most SHARPEN_STEPS of them
+SHARPEN, SHARPEN_STEPS = 1e-3, 3
+#: halvings of a step before the iterations are declared stalled
+MAX_BACKTRACKS = 40
+#: weight of the uniform distribution mixed into the warm start
+_MIX = 1e-10
+#: Newton steps on the face of the MLE's zeros
+POLISH_STEPS = 4
+#: conjugate-gradient iterations per Newton system when the Hessian is not formed
+CG_MAX_ITER = 50
+#: fraction of the way to the boundary a step may go
+_TO_BOUNDARY = 0.995
+#: Armijo's sufficient-decrease constant and the step shrink factor of the line search
+_ARMIJO, _SHRINK = 1e-4, 0.5
+
+
+def dense_likelihood(likelihood: Likelihood) -> np.ndarray | None:
+    """The row-rescaled likelihood ``H`` as a dense (D, |X|) array, or None if it is too costly.
+
+    Structured operators are materialized column block by column block (a product with identity
+    columns); dense ones are returned as they are. Cached per likelihood.
+    """
+    rows, size = likelihood.H.shape
+    if rows * size > DENSE_MAX_ENTRIES or float(rows) * size * size > DENSE_MAX_FLOPS:
+        return None
+    cached = getattr(likelihood, "_dense", None)
+    if cached is not None:
+        return cached
+    if isinstance(likelihood.H, np.ndarray):
+        dense = likelihood.H
+    else:
+        dense = np.empty((rows, size))
+        block = max(1, min(size, (1 << 22) // max(rows, size)))
+        for lo in range(0, size, block):
+            cols = np.zeros((size, min(block, size - lo)))
+            cols[np.arange(lo, lo + cols.shape[1]), np.arange(cols.shape[1])] = 1.0
+            dense[:, lo : lo + cols.shape[1]] = np.asarray(likelihood.H @ cols).reshape(rows, -1)
+        np.maximum(dense, 0.0, out=dense)  # FFT round-off never makes a probability negative
+    likelihood._dense = dense  # type: ignore[attr-defined]  # a cache that lives with the likelihood
+    return dense
+
+
+@dataclass
+class _Point:
+    """An iterate x > 0 (not normalized) with what one pass over H gives about it."""
+
+    x: np.ndarray
+    p: np.ndarray  # H x
+    f: float  # -sum w log p + sum x
+    loglik: float = math.nan  # L(x / sum x)
+    kkt: float = math.nan
+    grad: np.ndarray = field(default_factory=lambda: np.zeros(0))  # H^T (w / p)
+
+
+class _Solver:
+    """One likelihood's products: H x, H^T v, and Newton systems (B + diag) dx = rhs, B the Hessian of f.
+
+    With ``dense`` (D, |X|) the Hessian is formed and factorized; without, its systems are solved by
+    conjugate gradients through Hessian-vector products B v = H^T (w / p^2 * (H v)), two applications
+    of the structured operator, preconditioned by diag((B x + z) / x): since B has nonnegative entries,
+    diag(B x / x) bounds B from above (the majorizer behind EM's update), so the first CG step is an
+    EM-like step and the next ones add the curvature EM ignores.
+    """
+
+    def __init__(self, likelihood: Likelihood, dense: np.ndarray | None, named: tuple[np.ndarray, float] | None = None):
+        self.lik = likelihood
+        self.H = likelihood.H if dense is None else dense
+        self.dense = dense is not None
+        self.named = named  # (the value each report names or -1, r): H = r 1 1^T + (1 - r) S, see named_columns
+        self.c = likelihood.counts
+        self.n = likelihood.n
+        self.w = self.c / self.n
+        self.sqrt_w = np.sqrt(self.w)
+        self.passes = 0
+
+    def point(self, x: np.ndarray) -> _Point:
+        """f and H x at x: one pass (the gradient, when the point is kept, completes it)."""
+        self.passes += 1
+        p = np.asarray(self.H @ x).ravel()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f = -float(np.einsum("d,d->", self.w, np.log(p))) + float(x.sum())
+        return _Point(x, p, f if math.isfinite(f) else math.inf)
+
+    def complete(self, pt: _Point) -> None:
+        """The gradient, L(x / sum x) and its certificate (see Likelihood.certificate)."""
+        s = float(pt.x.sum())
+        pt.grad = np.asarray(self.H.T @ (self.w / pt.p)).ravel()
+        pt.loglik = self.n * (-(pt.f - s) - math.log(s)) + self.lik._constant
+        pt.kkt = max(s * float(pt.grad.max()) - 1.0, 0.0)  # g(theta) / n = s H^T(w / p)
+
+    def system(
+        self, pt: _Point, diag: np.ndarray, free: np.ndarray | None = None, rtol: float = 1e-2
+    ) -> Callable[[np.ndarray], np.ndarray]:
+        """A solver of (B + diag(diag)) dx = rhs at ``pt``, over the ``free`` values only if given."""
+        if self.named is not None:
+            self.passes += 1
+            return self._woodbury(pt, diag, free)
+        if self.dense:
+            self.passes += 1  # forming the Hessian reads H once
+            a = self.H * (self.sqrt_w / pt.p)[:, None]
+            hess = a.T @ a
+            if free is not None:
+                hess = hess[np.ix_(free, free)]
+            return _factor(hess + np.diag(diag))
+        return self._cg(pt, diag, free, rtol)
+
+    def _woodbury(self, pt: _Point, diag: np.ndarray, free: np.ndarray | None) -> Callable[[np.ndarray], np.ndarray]:
+        """Exact solves in O(|X|) when each report names one value (k-RR): H = r 1 1^T + (1 - r) S, with S
+        one 1 per row, so B = (1 - r)^2 diag(omega) + r^2 Omega 1 1^T + r (1 - r) (1 omega^T + omega 1^T),
+        where omega_x sums w_d / p_d^2 over the reports naming x and Omega over all: a diagonal plus rank 2."""
+        from scipy.linalg import LinAlgError
+
+        assert self.named is not None
+        columns, r = self.named
+        weight = self.w / pt.p**2
+        named = columns >= 0
+        omega = np.bincount(columns[named], weights=weight[named], minlength=pt.x.size)
+        total = float(weight.sum())
+        if free is not None:
+            omega = omega[free]
+        delta = (1.0 - r) ** 2 * omega + diag
+        if not np.all(delta > 0):
+            raise LinAlgError("singular diagonal part")
+        u = np.column_stack([np.ones(omega.size), omega])  # B - diag part = u c u^T
+        c = np.array([[r * r * total, r * (1.0 - r)], [r * (1.0 - r), 0.0]])
+        inv_u = u / delta[:, None]
+        small = np.eye(2) + c @ (u.T @ inv_u)
+
+        def solve(rhs: np.ndarray) -> np.ndarray:
+            base = rhs / delta
+            return base - inv_u @ np.linalg.solve(small, c @ (u.T @ base))
+
+        return solve
+
+    def _cg(
+        self, pt: _Point, diag: np.ndarray, free: np.ndarray | None, rtol: float
+    ) -> Callable[[np.ndarray], np.ndarray]:
+        from scipy.sparse.linalg import LinearOperator, cg
+
+        weight = self.w / pt.p**2
+        size = pt.x.size
+        mask = np.ones(size, dtype=bool) if free is None else free
+        m = int(mask.sum())
+
+        def hess(v: np.ndarray) -> np.ndarray:
+            full = np.zeros(size)
+            full[mask] = np.ravel(v)
+            out = np.asarray(self.H.T @ (weight * np.asarray(self.H @ full).ravel())).ravel()[mask]
+            return out + diag * np.ravel(v)
+
+        with np.errstate(divide="ignore", invalid="ignore"):
+            precond = pt.x[mask] / (pt.grad[mask] + diag * pt.x[mask])
+        precond = np.where(np.isfinite(precond) & (precond > 0), precond, 0.0)
+        operator = LinearOperator((m, m), matvec=hess, dtype=float)
+        preconditioner = LinearOperator((m, m), matvec=lambda r: precond * np.ravel(r), dtype=float)
+
+        def solve(rhs: np.ndarray) -> np.ndarray:
+            count = [0]
+
+            def tick(_: np.ndarray) -> None:
+                count[0] += 1
+
+            dx, _ = cg(operator, rhs, rtol=rtol, maxiter=CG_MAX_ITER, M=preconditioner, callback=tick)
+            self.passes += count[0] + 1  # each CG iteration applies H and H^T once: one pass
+            return dx
+
+        return solve
+
+
+def named_columns(likelihood: Likelihood) -> tuple[np.ndarray, float] | None:
+    """(per report: the column of the value it names, or -1 off the support; r) when every user sent one
+    report naming a value, P(z | z) > P(z | x != z) (k-RR), so H[d, x] = 1 at the named value and r
+    elsewhere; None otherwise. Checked against a product with H, so a mechanism scaling its rows
+    differently is simply not treated as this structure."""
+    groups = likelihood.observations.groups
+    if len(groups) != 1 or len(groups[0].plan) != 1:
+        return None
+    pair = groups[0].plan[0].named_value_likelihood()
+    if pair is None or not pair[0] > pair[1]:
+        return None
+    r = math.exp(pair[1] - pair[0])
+    columns = groups[0].reports[:, 0]
+    if likelihood.support is not None:
+        columns = np.where(likelihood.support, np.cumsum(likelihood.support) - 1, -1)[columns]
+    probe = np.cos(np.arange(likelihood.size))  # any vector with distinct entries
+    expected = r * probe.sum() + (1.0 - r) * np.where(columns >= 0, probe[np.maximum(columns, 0)], 0.0)
+    if columns.size != likelihood.H.shape[0] or not np.allclose(
+        np.asarray(likelihood.H @ probe).ravel(), expected, rtol=1e-12, atol=1e-12 * likelihood.size
+    ):
+        return None
+    return columns, r
+
+
+def _factor(matrix: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """A solver of ``matrix @ v = rhs`` for a symmetric positive (semi)definite matrix: one Jacobi-scaled
+    Cholesky factorization, reused for every right-hand side.
+
+    A ridge of growing size rescues matrices that round-off makes indefinite (a singular Hessian
+    whose barrier term has vanished on some component).
+    """
+    from scipy.linalg import LinAlgError, cho_factor, cho_solve
+
+    d = np.sqrt(np.maximum(np.diag(matrix), np.finfo(float).tiny))
+    scaled = matrix / d[:, None] / d[None, :]
+    for ridge in (0.0, 1e-12, 1e-9, 1e-6):
+        try:
+            factor = cho_factor(scaled + ridge * np.eye(len(d)) if ridge else scaled, check_finite=False)
+        except LinAlgError:
+            continue
+        return lambda rhs: cho_solve(factor, rhs / d, check_finite=False) / d
+    raise LinAlgError("not positive definite")
+
+
+def newton_mle(
+    likelihood: Likelihood,
+    start: np.ndarray | None = None,
+    *,
+    tol: float = DEFAULT_TOL,
+    max_iter: int = 1_000_000,
+    trace: bool = False,
+    warm_passes: int = WARM_PASSES,
+    hessian: str = "auto",
+) -> EMResult:
+    """The exact MLE by a primal-dual interior-point Newton method, certified to relative KKT ``tol``.
+
+    Parameters
+    ----------
+    likelihood
+        The observations' likelihood (possibly restricted to a likely subset).
+    start
+        Full-support starting distribution (default uniform); the result's log-likelihood is never
+        below its own.
+    tol
+        Stop when max_x dL/dtheta_x / n - 1 < tol, so L(MLE) - L(theta) <= n log(1 + tol).
+    max_iter
+        Cap on the passes of the SQUAREM fallback (see :func:`~ldpsim.estimation.engine.gibu`).
+    trace
+        Keep L of every kept iterate.
+    warm_passes
+        SQUAREM passes from ``start`` before the Newton iterations (which start from their result):
+        problems EM certifies quickly stay as cheap as EM.
+    hessian
+        "auto": form and factorize the Hessian, or run SQUAREM where that is too costly
+        (:data:`DENSE_MAX_ENTRIES`, :data:`DENSE_MAX_FLOPS`); "cg": conjugate gradients through
+        Hessian-vector products, whatever the size (fewer passes than SQUAREM in
+        benchmarks/RESULTS.md, but at small eps its CG runs hit :data:`CG_MAX_ITER`: the
+        preconditioner does not capture a smoothing kernel's ill-conditioning).
+
+    Returns
+    -------
+    EMResult
+        ``iterations`` counts passes over the data after the start: products with H (each line-search
+        trial) and Hessian formations. ``rule`` is "kkt".
+    """
+    theta0 = check_start(start, likelihood.size)
+    if not tol > 0:
+        raise ParameterError(
+            f"must be > 0, got {tol}", field="tol", hint="use a positive relative KKT tolerance, e.g. 1e-6"
+        )
+    if hessian not in HESSIANS:
+        raise ParameterError(f"unknown mode {hessian!r}", field="hessian", hint=f"use one of {', '.join(HESSIANS)}")
+    named = named_columns(likelihood) if hessian == "auto" else None
+    dense = None if hessian == "cg" or named is not None else dense_likelihood(likelihood)
+    if dense is None and named is None and hessian == "auto":
+        return gibu(likelihood, theta0, stop="kkt", tol=tol, max_iter=max_iter, trace=trace, accelerate="squarem")
+    warm = gibu(
+        likelihood, theta0, stop="kkt", tol=tol, max_iter=min(warm_passes, max_iter), trace=trace, accelerate="squarem"
+    )
+    if warm.converged or max_iter <= warm_passes:
+        return warm
+    solver = _Solver(likelihood, dense, named)
+    solver.passes = warm.iterations + 1
+    history: list[float] = list(warm.trace) if warm.trace is not None else []
+    # EM's iterates can underflow to zero: mix in a trace of the uniform so every value can still rise
+    interior = (1.0 - _MIX) * warm.theta + _MIX / warm.theta.size
+    best = _interior_point(solver, interior, tol, history)
+    if best.kkt >= tol or best.loglik < warm.loglik:
+        # stalled (round-off at extreme precision, a degenerate Hessian): SQUAREM from the likelier of the
+        # Newton iterate and the warm start, both of full support
+        full = bool(np.all(best.x > 0))
+        theta = best.x / best.x.sum() if full and best.loglik >= warm.loglik else interior
+        em = gibu(likelihood, theta, stop="kkt", tol=tol, max_iter=max_iter, trace=trace, accelerate="squarem")
+        history.extend(em.trace if em.trace is not None else [])
+        return EMResult(
+            em.theta,
+            em.loglik,
+            solver.passes + em.iterations,
+            em.converged,
+            np.array(history) if trace else None,
+            "kkt",
+            em.kkt,
+            em.gap,
+        )
+    theta = best.x / best.x.sum()
+    if not math.isfinite(best.loglik):
+        raise EstimationError(
+            "the Newton solver broke down numerically (non-finite log-likelihood)",
+            hint="report this with the scenario; the mechanism's likelihoods may be inconsistent",
+        )
+    return EMResult(
+        theta,
+        likelihood.loglik(theta),  # from the distribution itself, as EM's: no rounding from rescaling x
+        solver.passes - 1,
+        True,
+        np.array(history) if trace else None,
+        "kkt",
+        best.kkt,
+        likelihood.n * math.log1p(best.kkt),
+    )
+
+
+def _interior_point(solver: _Solver, theta0: np.ndarray, tol: float, history: list[float]) -> _Point:
+    """Mehrotra predictor-corrector iterations from theta0 (full support).
+
+    Once certified to ``tol`` the iterations go on (at most :data:`SHARPEN_STEPS` more, while L rises)
+    towards ``tol * SHARPEN``: Newton's last steps are cheap and make the estimate at least as likely
+    as any EM iterate certified to ``tol``. Returns the certified point with the highest L, its zeros
+    made exact by :func:`_polish` if that keeps the certificate, or if none is certified (the
+    iterations stalled), the iterate with the highest L.
+    """
+    from scipy.linalg import LinAlgError
+
+    m = theta0.size
+    pt = solver.point(theta0.copy())
+    solver.complete(pt)
+    history.append(pt.loglik)
+    # multipliers of x >= 0: the gradient where it is positive (values the MLE will likely drop), else small
+    z = np.maximum(1.0 - pt.x.sum() * pt.grad, 0.0) + Z0 / (m * pt.x)
+    best, best_z, sharpening = pt, z, 0
+    for _ in range(MAX_NEWTON_ITER):
+        if pt.kkt < tol:
+            if pt.kkt < tol * SHARPEN or sharpening >= SHARPEN_STEPS:
+                break
+            sharpening += 1
+        x = pt.x
+        grad_f = 1.0 - pt.grad
+        mu = float(x @ z) / m
+        diag = z / x
+        try:
+            solve = solver.system(pt, diag, rtol=min(0.1, math.sqrt(pt.kkt)))
+            # predictor (affine scaling: mu = 0) and its complementarity after the longest step
+            dx_aff = solve(-grad_f)
+            dz_aff = -z - diag * dx_aff
+            a_p, a_d = _step(x, dx_aff), _step(z, dz_aff)
+            mu_aff = float((x + a_p * dx_aff) @ (z + a_d * dz_aff)) / m
+            target = min(1.0, (mu_aff / mu) ** 3) * mu if mu > 0 else 0.0
+            # corrector: the second-order term of the complementarity, with the centring target
+            dx = solve(-grad_f + (target - dx_aff * dz_aff) / x)
+            slope = float((grad_f - target / x) @ dx)  # directional derivative of the barrier merit
+            if not slope < 0:  # the corrector lost descent: the pure centring direction always has it
+                dx = solve(-grad_f + target / x)
+                slope = float((grad_f - target / x) @ dx)
+        except LinAlgError:
+            break
+        dz = (target - dx_aff * dz_aff) / x - z - diag * dx
+        alpha = min(1.0, _TO_BOUNDARY * _step(x, dx, 1.0 / _TO_BOUNDARY))
+        merit = pt.f - target * float(np.log(x).sum())
+        trial = None
+        for _ in range(MAX_BACKTRACKS):
+            cand = solver.point(x + alpha * dx)
+            if cand.f - target * float(np.log(cand.x).sum()) <= merit + _ARMIJO * alpha * slope:
+                trial = cand
+                break
+            alpha *= _SHRINK
+        if trial is None:
+            break
+        solver.complete(trial)
+        history.append(trial.loglik)
+        z = np.maximum(z + min(1.0, _TO_BOUNDARY * _step(z, dz, 1.0 / _TO_BOUNDARY)) * dz, 1e-300)
+        pt = trial
+        certified, was = pt.kkt < tol, best.kkt < tol
+        if (certified and not was) or (certified == was and pt.loglik >= best.loglik):
+            best, best_z = pt, z
+    if best.kkt < tol:
+        return _polish(solver, best, best_z, tol, history) or best
+    return best
+
+
+def _step(v: np.ndarray, dv: np.ndarray, cap: float = 1.0) -> float:
+    """The longest step in [0, cap] keeping v + step * dv >= 0."""
+    neg = dv < 0
+    if not np.any(neg):
+        return cap
+    return min(cap, float(np.min(-v[neg] / dv[neg])))
+
+
+def _polish(solver: _Solver, pt: _Point, z: np.ndarray, tol: float, history: list[float]) -> _Point | None:
+    """Newton steps on the face {x_i = 0 where the multiplier exceeds x_i}: the MLE's zeros made exact.
+
+    A value a step would drive to or below zero joins the zeros (an active-set step). The result is
+    kept only if its certificate holds and L is not below the interior point's; otherwise None.
+    """
+    from scipy.linalg import LinAlgError
+
+    free = pt.x >= z
+    if np.all(free) or not np.any(free):
+        return None
+    x = np.where(free, pt.x, 0.0)
+    best = None
+    for _ in range(POLISH_STEPS):
+        cand = solver.point(x)
+        if not math.isfinite(cand.f):
+            break
+        solver.complete(cand)
+        if cand.kkt < tol and cand.loglik >= (pt.loglik if best is None else best.loglik):
+            best = cand
+            if cand.kkt < tol * SHARPEN:
+                break
+        try:
+            dx = solver.system(cand, np.zeros(int(free.sum())), free, rtol=1e-3)(cand.grad[free] - 1.0)
+        except LinAlgError:
+            break
+        x = x.copy()
+        x[free] += dx
+        dropped = free & (x <= 0)
+        x[dropped] = 0.0
+        free &= ~dropped
+        if not np.any(free):
+            break
+    if best is not None:
+        history.append(best.loglik)
+    return best

@@ -1,0 +1,185 @@
+"""The second-order exact-MLE solver behind `mle`: certified, never below EM, exact zeros, deterministic."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from helpers import em_problems, make, matrix_mechanism, observe
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ldpsim_plugins.estimators.krr_mle import water_fill
+
+import ldpsim
+from ldpsim import Integers, Likelihood, Observations, gibu, newton_mle
+from ldpsim.estimation import newton
+
+
+def _likelihood(a, counts):
+    mech = matrix_mechanism(a)
+    return Likelihood(Observations.from_counts(mech.domain, mech, np.arange(a.shape[1]), counts))
+
+
+@st.composite
+def sparse_problems(draw):
+    """Channels with zero entries (some reports impossible for some values) and skewed counts:
+    their MLEs often have zero components."""
+    k = draw(st.integers(2, 12))
+    m = draw(st.integers(2, 15))
+    rows = np.array(draw(st.lists(st.lists(st.floats(0.0, 1.0), min_size=m, max_size=m), min_size=k, max_size=k)))
+    rows[np.arange(k), np.arange(k) % m] += 0.05  # every value can send some report
+    counts = np.array(draw(st.lists(st.integers(0, 10_000), min_size=m, max_size=m)))
+    a = rows / rows.sum(axis=1, keepdims=True)
+    reachable = a.sum(axis=0) > 0
+    counts = np.where(reachable, counts, 0)
+    if counts.sum() == 0:
+        counts[np.argmax(reachable)] = 1
+    return a, counts
+
+
+def _check_against_squarem(lik, start=None):
+    em = gibu(lik, start, stop="kkt", tol=1e-6, accelerate="squarem", max_iter=1_000_000)  # `mle` before
+    for warm in (0, newton.WARM_PASSES):  # straight from the start, and after SQUAREM's warm-up
+        result = newton_mle(lik, start, tol=1e-6, warm_passes=warm)
+        assert result.converged and result.rule == "kkt" and result.kkt < 1e-6
+        assert result.gap == pytest.approx(lik.n * math.log1p(result.kkt))
+        assert np.all(result.theta >= 0) and result.theta.sum() == pytest.approx(1, abs=1e-12)
+        assert result.loglik == pytest.approx(lik.loglik(result.theta), abs=1e-9 * max(1.0, abs(result.loglik)))
+        # at least the likelihood `mle` reached with SQUAREM (up to rounding in L's last digits)
+        assert result.loglik >= em.loglik - 1e-10 * max(1.0, abs(em.loglik))
+        # and never below the start's
+        initial = lik.loglik(np.full(lik.size, 1 / lik.size) if start is None else start)
+        assert result.loglik >= initial - 1e-12 * max(1.0, abs(initial))
+
+
+@settings(deadline=None, max_examples=150)
+@given(em_problems(max_count=500))
+def test_certified_and_at_least_as_likely_as_squarem(problem):
+    a, counts, start = problem
+    _check_against_squarem(_likelihood(a, counts), start)
+
+
+@settings(deadline=None, max_examples=150)
+@given(sparse_problems())
+def test_mles_with_zero_components(problem):
+    a, counts = problem
+    _check_against_squarem(_likelihood(a, counts))
+
+
+def _krr(rng, k=60, n=50_000, eps=0.5):
+    domain = Integers(low=0, high=k - 1)
+    krr = make("mechanism", "krr", domain, eps=eps)
+    p = 1 / np.arange(1, k + 1) ** 1.5
+    obs = Observations.from_reports(domain, [(krr, krr.sample(rng.choice(k, size=n, p=p / p.sum()), rng))])
+    counts = np.bincount(obs.groups[0].reports[:, 0], weights=obs.groups[0].counts, minlength=k)
+    return obs, water_fill(counts, krr._keep, krr._other)
+
+
+def test_equals_the_closed_form_krr_mle_zeros_included(rng):
+    obs, closed = _krr(rng)
+    assert np.sum(closed == 0) >= 10  # the test is about exact zeros
+    lik = Likelihood.of(obs)
+    result = newton_mle(lik, tol=1e-9)
+    assert result.converged and result.kkt < 1e-9
+    assert abs(result.loglik - lik.loglik(closed)) <= 1e-9 * obs.n
+    np.testing.assert_array_equal(result.theta == 0, closed == 0)  # the MLE's zeros, exactly
+    np.testing.assert_allclose(result.theta, closed, atol=1e-7)
+
+
+def test_deterministic(rng):
+    obs, _ = _krr(rng)
+    a = newton_mle(Likelihood(obs), trace=True)
+    b = newton_mle(Likelihood(obs), trace=True)
+    np.testing.assert_array_equal(a.theta, b.theta)
+    np.testing.assert_array_equal(a.trace, b.trace)
+    assert (a.loglik, a.iterations, a.kkt) == (b.loglik, b.iterations, b.kkt)
+
+
+def test_tens_of_passes_where_em_needs_thousands(rng):
+    # the truncated geometric mechanism at small eps: a flat likelihood, EM crawls
+    domain = Integers(low=0, high=149)
+    geo = make("mechanism", "geometric", domain, eps=0.1)
+    obs = Observations.from_reports(domain, [(geo, geo.sample(rng.binomial(149, 0.3, 20_000), rng))])
+    lik = Likelihood.of(obs, obs.likely_subset())
+    em = gibu(lik, stop="kkt", tol=1e-6, accelerate="squarem", max_iter=1_000_000)
+    result = newton_mle(lik, tol=1e-6)
+    assert result.converged and result.iterations <= 60 and em.iterations > 20 * result.iterations
+    assert result.loglik >= em.loglik
+    assert np.any(result.theta == 0)
+
+
+def test_a_non_unique_mle_reaches_the_maximum():
+    a7 = [[1 / 2, 1 / 3, 1 / 6], [1 / 3, 1 / 3, 1 / 3], [1 / 6, 1 / 3, 1 / 2]]  # 001 eq. (7), Sec. III-A
+    lik = Likelihood(observe(matrix_mechanism(a7), [0, 1, 2]))
+    for start in ([0.6, 0.3, 0.1], [0.1, 0.2, 0.7], [1 / 3] * 3):
+        result = newton_mle(lik, np.array(start), tol=1e-12, warm_passes=0)
+        assert result.converged and result.loglik == pytest.approx(3 * math.log(1 / 3), abs=1e-10)
+
+
+def test_too_large_a_hessian_falls_back_to_squarem(rng, monkeypatch):
+    domain = Integers(low=0, high=59)
+    geo = make("mechanism", "geometric", domain, eps=0.2)
+    obs = Observations.from_reports(domain, [(geo, geo.sample(rng.binomial(59, 0.3, 5_000), rng))])
+    lik = Likelihood(obs)
+    monkeypatch.setattr(newton, "DENSE_MAX_ENTRIES", 0)
+    fallback = newton_mle(lik, tol=1e-8)
+    em = gibu(lik, stop="kkt", tol=1e-8, accelerate="squarem", max_iter=1_000_000)
+    np.testing.assert_array_equal(fallback.theta, em.theta)
+    assert fallback.iterations == em.iterations
+
+
+def test_the_mle_estimator_runs_the_newton_solver_and_em_on_request(rng):
+    obs, closed = _krr(rng)
+    mle = make("estimator", "mle").estimate(obs)
+    assert mle.rule == "kkt" and mle.converged and mle.kkt < 1e-6
+    np.testing.assert_array_equal(mle.distribution == 0, closed == 0)
+    em = make("estimator", "mle", solver="em").estimate(obs)
+    old = gibu(Likelihood.of(obs), stop="kkt", tol=1e-6, accelerate="squarem", max_iter=1_000_000)
+    np.testing.assert_array_equal(em.distribution, old.theta)  # `solver = em` is `mle` as it was
+    assert mle.loglik >= em.loglik
+    # ibu is untouched: the paper's rule, plain EM
+    ibu = make("estimator", "ibu").estimate(obs)
+    plain = gibu(Likelihood.of(obs))
+    np.testing.assert_array_equal(ibu.distribution, plain.theta)
+
+
+def test_conjugate_gradients_through_the_operator_reach_the_same_maximum(rng):
+    domain = Integers(low=0, high=59)
+    geo = make("mechanism", "geometric", domain, eps=0.2)
+    obs = Observations.from_reports(domain, [(geo, geo.sample(rng.binomial(59, 0.3, 5_000), rng))])
+    lik = Likelihood.of(obs)
+    dense = newton_mle(lik, tol=1e-8)
+    cg = newton_mle(lik, tol=1e-8, hessian="cg")
+    assert cg.converged and cg.kkt < 1e-8
+    assert abs(cg.loglik - dense.loglik) <= obs.n * 1e-8
+    em = gibu(lik, stop="kkt", tol=1e-8, accelerate="squarem", max_iter=1_000_000)
+    assert cg.iterations < em.iterations  # passes: each CG step costs one (H and H^T once)
+    with pytest.raises(ldpsim.ParameterError, match="hessian: unknown mode"):
+        newton_mle(lik, hessian="lu")
+
+
+@pytest.mark.parametrize("restricted", [False, True])
+def test_krr_newton_systems_are_solved_exactly_in_linear_time(rng, monkeypatch, restricted):
+    # k-RR's Hessian is a diagonal plus rank 2 (Woodbury); on a support holding the MLE's, the same MLE
+    obs, closed = _krr(rng)
+    support = (closed > 0) | (np.arange(closed.size) % 2 == 0) if restricted else None
+    lik = Likelihood.of(obs, support)
+    assert newton.named_columns(lik) is not None
+    fast = newton_mle(lik, tol=1e-9)
+    assert fast.converged and abs(fast.loglik - Likelihood.of(obs).loglik(closed)) <= 1e-9 * obs.n
+    np.testing.assert_array_equal(lik.expand(fast.theta) == 0, closed == 0)
+    monkeypatch.setattr(newton, "named_columns", lambda _: None)  # the dense Hessian instead
+    dense = newton_mle(lik, tol=1e-9)
+    assert dense.iterations == fast.iterations
+    np.testing.assert_allclose(dense.theta, fast.theta, atol=1e-9)
+
+
+def test_only_reports_naming_one_value_are_treated_as_krr(rng):
+    domain = Integers(low=0, high=29)
+    geo = make("mechanism", "geometric", domain, eps=0.5)
+    obs = Observations.from_reports(domain, [(geo, geo.sample(rng.integers(0, 30, 1_000), rng))])
+    assert newton.named_columns(Likelihood(obs)) is None
+    krr = make("mechanism", "krr", domain, eps=0.5)
+    twice = Observations.from_reports(domain, [((krr, krr), rng.integers(0, 30, (1_000, 2)))])
+    assert newton.named_columns(Likelihood(twice)) is None  # two reports per user: not one named value
