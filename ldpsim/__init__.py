@@ -17,6 +17,7 @@ from .base.errors import (
     PluginError,
     ScenarioError,
 )
+from .base.memory import MemoryLimitError, require_memory
 from .estimation.engine import DEFAULT_DELTA, DEFAULT_MAX_ITER, DEFAULT_TOL, EMResult, Likelihood, check_start, gibu
 from .estimation.estimator import (
     INTERVAL_OUTPUTS,
@@ -33,7 +34,7 @@ from .estimation.operators import (
     rank_one_plus_sparse,
 )
 from .estimation.simplex import project_simplex
-from .estimation.unbiased import plan_matrix, unbiased_estimate
+from .estimation.unbiased import count_estimate_variance, plan_matrix, unbiased_estimate
 from .estimation.uncertainty import Uncertainty, bootstrap_uncertainty, mle_uncertainty, unbiased_uncertainty
 from .model.bitvectors import WORD_BITS, BitVectorMechanism
 from .model.dataset import Dataset
@@ -133,6 +134,9 @@ __all__ = [
     "rr_parameters",
     "run_scenario",
     "unbiased_estimate",
+    "count_estimate_variance",
+    "MemoryLimitError",
+    "require_memory",
     "__version__",
 ]
 

@@ -15,6 +15,7 @@ declares (``check_capabilities``).
 from .theory.checks import (
     check_capabilities,
     check_deterministic,
+    check_estimate_variance,
     check_hooks,
     check_likelihood,
     check_likely_subset,
@@ -32,6 +33,7 @@ from .theory.checks import (
 __all__ = [
     "check_capabilities",
     "check_deterministic",
+    "check_estimate_variance",
     "check_hooks",
     "check_likelihood",
     "check_likely_subset",

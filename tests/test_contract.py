@@ -50,6 +50,8 @@ EXAMPLES = {
     "subset_selection": (Integers(low=0, high=5), {"eps": 1.0}),
     "adp": (Integers(low=0, high=5), {"eps": 1.0}),  # k-RR (6 < 3 e + 2)
     "hadamard": (LINE, {"eps": 1.0}),
+    "blh": (LINE, {"eps": 1.0}),
+    "flh": (LINE, {"eps": 1.0, "hashes": 20}),
     "lip": (Integers(low=0, high=2), {"eps": 2.0, "prior": [0.2, 0.3, 0.5]}),
     "lip-binary": (Integers(low=0, high=1), {"eps": 1.0, "prior": [0.4, 0.6]}),
     "matrix": (Categorical(values=["x", "y"]), {"rows": [[0.8, 0.2], [0.3, 0.7]]}),
@@ -69,25 +71,40 @@ def test_built_in_mechanism_meets_the_contract(name):
 
 # ------------------------------------------------------------------ capabilities
 CAPABILITIES = {
-    "krr": {"structured_likelihood", "likely_subset", "output_count", "named_value_likelihood"},
+    "krr": {"structured_likelihood", "likely_subset", "output_count", "named_value_likelihood", "estimate_variance"},
     "geometric": {"structured_likelihood", "likely_subset", "output_count"},
     "laplace": {"structured_likelihood", "likely_subset", "output_count"},
     "exponential": {"structured_likelihood", "output_count"},
     "planar-geometric": {"structured_likelihood", "output_count"},
     "planar-laplace": {"structured_likelihood", "output_count"},
-    "rappor": {"structured_likelihood", "unbiased_estimate", "likely_subset"},
-    "oue": {"structured_likelihood", "unbiased_estimate", "likely_subset"},
-    "olh": {"structured_likelihood", "unbiased_estimate"},
-    "subset_selection": {"structured_likelihood", "unbiased_estimate", "likely_subset", "output_count"},
+    "rappor": {"structured_likelihood", "unbiased_estimate", "likely_subset", "estimate_variance"},
+    "oue": {"structured_likelihood", "unbiased_estimate", "likely_subset", "estimate_variance"},
+    "olh": {"structured_likelihood", "unbiased_estimate", "estimate_variance"},
+    "blh": {"structured_likelihood", "unbiased_estimate", "estimate_variance"},
+    "flh": {"structured_likelihood", "unbiased_estimate", "output_count", "estimate_variance"},
+    "subset_selection": {
+        "structured_likelihood",
+        "unbiased_estimate",
+        "likely_subset",
+        "output_count",
+        "estimate_variance",
+    },
     # the union of k-RR's and OUE's: a hook the chosen mechanism lacks returns None
-    "adp": {"structured_likelihood", "unbiased_estimate", "likely_subset", "output_count", "named_value_likelihood"},
-    "hadamard": {"structured_likelihood", "unbiased_estimate", "output_count"},
+    "adp": {
+        "structured_likelihood",
+        "unbiased_estimate",
+        "likely_subset",
+        "output_count",
+        "named_value_likelihood",
+        "estimate_variance",
+    },
+    "hadamard": {"structured_likelihood", "unbiased_estimate", "output_count", "estimate_variance"},
     "lip": set(),
     "lip-binary": set(),
     "matrix": set(),
 }
 #: mechanisms whose structured likelihood is used on every domain (bit vectors, hashed reports)
-ALWAYS_STRUCTURED = {"rappor", "oue", "olh", "subset_selection"}
+ALWAYS_STRUCTURED = {"rappor", "oue", "olh", "blh", "subset_selection"}
 
 
 def test_every_example_has_its_capabilities_listed():

@@ -28,6 +28,7 @@ hook (a subclass implements)       public wrapper (the core calls)   capability 
 ``_likely_subset(r)``              ``likely_subset(r)``              ``likely_subset``
 ``_output_count()``                ``output_count()``                ``output_count``
 ``_named_value_likelihood()``      ``named_value_likelihood()``      ``named_value_likelihood``
+``_estimate_variance(theta)``      ``estimate_variance(theta)``      ``estimate_variance``
 =================================  ================================  ==========================
 
 Required: ``privacy``, and either ``_matrix`` (finitely many outputs: sampling
@@ -55,6 +56,10 @@ Capabilities:
 * named-value likelihood: ``(log P(z | z), log P(z | x != z))`` for one-column reports
   that name a domain index (k-RR); plans of several such reports then get a sparse
   likelihood (``named_values_likelihood``).
+* estimate variance: ``n Var[f_hat(x)]`` of the unbiased estimate (the mechanism's own, or the
+  inverted matrix's) for n users whose empirical distribution is theta, in closed form (Wang et
+  al. 2017's formulas and their equivalents): what ``ldpsim check mechanism`` prints beside a
+  simulation.
 
 Hooks that read reports call :meth:`Mechanism.require_outputs` to refuse values that
 are not outputs. ``ldpsim.testing.check_mechanism`` checks each declared capability
@@ -97,6 +102,7 @@ PUBLIC_WRAPPERS = (
     "likely_subset",
     "output_count",
     "named_value_likelihood",
+    "estimate_variance",
     "require_outputs",
     "capabilities",
 )
@@ -118,6 +124,8 @@ class Capabilities:
         ``_output_count``: the matrix's number of columns, known without building it.
     named_value_likelihood
         ``_named_value_likelihood``: a report names a value, likely at it and equally unlikely elsewhere.
+    estimate_variance
+        ``_estimate_variance``: n Var of the unbiased estimate, in closed form.
     """
 
     structured_likelihood: bool = False
@@ -125,6 +133,7 @@ class Capabilities:
     likely_subset: bool = False
     output_count: bool = False
     named_value_likelihood: bool = False
+    estimate_variance: bool = False
 
     @classmethod
     def of(cls, mechanism: type[Mechanism]) -> Capabilities:
@@ -226,6 +235,11 @@ class Mechanism(OnDomain):
     def _named_value_likelihood(self) -> tuple[float, float] | None:
         """``(log P(z | z), log P(z | x != z))`` if a report is one domain index z whose likelihood
         takes one value at x = z and another elsewhere (k-RR)."""
+        return None
+
+    def _estimate_variance(self, theta: np.ndarray) -> np.ndarray | None:
+        """``n Var[f_hat(x)]`` for every x, of the unbiased estimate from n users with empirical
+        distribution ``theta``; None if unknown here."""
         return None
 
     # ------------------------------------------------------------- public API
@@ -432,6 +446,36 @@ class Mechanism(OnDomain):
         if not (hit <= 0 and miss <= 0):  # also refuses NaN
             raise ValueError(f"{self!r}._named_value_likelihood must return two log-probabilities, got {pair!r}")
         return hit, miss
+
+    def estimate_variance(self, theta: np.ndarray) -> np.ndarray | None:
+        """Per-user variance ``n Var[f_hat(x)]`` of the unbiased estimate, in closed form.
+
+        The estimate is :meth:`unbiased_estimate` (the inverted matrix's when the mechanism
+        has none of its own); the n users are a fixed population whose values have the
+        empirical distribution ``theta``, so only the mechanism's randomness counts.
+
+        Parameters
+        ----------
+        theta
+            (|X|,) the users' empirical distribution.
+
+        Returns
+        -------
+        numpy.ndarray or None
+            |X| non-negative finite numbers; None if the mechanism gives no closed form.
+        """
+        if not self.capabilities.estimate_variance:
+            return None
+        theta = np.asarray(theta, dtype=float)
+        if theta.shape != (self.domain.size,) or np.any(theta < 0) or not np.isclose(theta.sum(), 1.0):
+            raise ValueError(f"theta must be a distribution over the {self.domain.size} values")
+        v = self._estimate_variance(theta)
+        if v is None:
+            return None
+        v = np.asarray(v, dtype=float)
+        if v.shape != (self.domain.size,) or not np.all(np.isfinite(v)) or np.any(v < -1e-12):
+            raise ValueError(f"{self!r}._estimate_variance must return {self.domain.size} non-negative numbers")
+        return np.maximum(v, 0.0)
 
     # -------------------------------------------------------------- internals
     def _check_reports(self, reports: np.ndarray) -> np.ndarray:

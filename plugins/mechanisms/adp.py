@@ -80,6 +80,9 @@ class ADP(Mechanism):
     def _named_value_likelihood(self) -> tuple[float, float] | None:
         return self.inner.named_value_likelihood()
 
+    def _estimate_variance(self, theta: np.ndarray) -> np.ndarray | None:
+        return self.inner.estimate_variance(theta)
+
 
 @hookimpl
 def register_mechanisms(register):

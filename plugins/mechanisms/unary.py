@@ -33,6 +33,7 @@ from ldpsim import (
     BitVectorMechanism,
     Param,
     Privacy,
+    count_estimate_variance,
     hookimpl,
     rank_one_plus_sparse,
 )
@@ -130,6 +131,10 @@ class UnaryEncoding(BitVectorMechanism):
             # einsum, not @: a BLAS call on long vectors spins threads and crawls on a busy machine
             ones += np.einsum("d,dx->x", counts[rows], bits)
         return (ones / counts.sum() - self.q) / self._p_minus_q
+
+    def _estimate_variance(self, theta: np.ndarray) -> np.ndarray:
+        """Wang et al. 2017: bit x is set w.p. p for a user holding x, q for the others."""
+        return count_estimate_variance(theta, self.p, self.q, self._p_minus_q)
 
     def _likely_subset(self, reports: np.ndarray) -> np.ndarray | None:
         # 004 Def. 2: p > q, so P(beta|x) is larger when beta_x = 1. A value whose bit is 0 in every
