@@ -14,6 +14,7 @@ declares (``check_capabilities``).
 
 from .theory.checks import (
     check_capabilities,
+    check_density_sampler,
     check_deterministic,
     check_estimate_variance,
     check_hooks,
@@ -32,6 +33,7 @@ from .theory.checks import (
 
 __all__ = [
     "check_capabilities",
+    "check_density_sampler",
     "check_deterministic",
     "check_estimate_variance",
     "check_hooks",

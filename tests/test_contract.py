@@ -52,6 +52,8 @@ EXAMPLES = {
     "hadamard": (LINE, {"eps": 1.0}),
     "blh": (LINE, {"eps": 1.0}),
     "flh": (LINE, {"eps": 1.0, "hashes": 20}),
+    "she": (Integers(low=0, high=5), {"eps": 1.0}),
+    "the": (Integers(low=0, high=5), {"eps": 1.0}),
     "lip": (Integers(low=0, high=2), {"eps": 2.0, "prior": [0.2, 0.3, 0.5]}),
     "lip-binary": (Integers(low=0, high=1), {"eps": 1.0, "prior": [0.4, 0.6]}),
     "matrix": (Categorical(values=["x", "y"]), {"rows": [[0.8, 0.2], [0.3, 0.7]]}),
@@ -82,6 +84,8 @@ CAPABILITIES = {
     "olh": {"structured_likelihood", "unbiased_estimate", "estimate_variance"},
     "blh": {"structured_likelihood", "unbiased_estimate", "estimate_variance"},
     "flh": {"structured_likelihood", "unbiased_estimate", "output_count", "estimate_variance"},
+    "she": {"structured_likelihood", "unbiased_estimate", "estimate_variance"},
+    "the": {"structured_likelihood", "unbiased_estimate", "likely_subset", "estimate_variance"},
     "subset_selection": {
         "structured_likelihood",
         "unbiased_estimate",
@@ -104,7 +108,7 @@ CAPABILITIES = {
     "matrix": set(),
 }
 #: mechanisms whose structured likelihood is used on every domain (bit vectors, hashed reports)
-ALWAYS_STRUCTURED = {"rappor", "oue", "olh", "blh", "subset_selection"}
+ALWAYS_STRUCTURED = {"rappor", "oue", "the", "olh", "blh", "subset_selection"}
 
 
 def test_every_example_has_its_capabilities_listed():

@@ -163,6 +163,11 @@ class Mechanism(OnDomain):
     #: smallest domain on which :meth:`likelihood_operator` offers the structured likelihood; a class
     #: sets 0 when its dense likelihood is never cheaper, and an instance may set its own (to compare paths)
     structured_min_size: int = STRUCTURED_MIN_SIZE
+    #: True if reports are (encoded) real numbers whose log-likelihood is a log-density, given up to a
+    #: per-report constant (relative to a measure that does not depend on x, so that it stays <= 0):
+    #: GIBU and every ratio P(z|x) / P(z|x') are unchanged, but a report has no probability of its own,
+    #: and the contract checks test the sampler through likelihood ratios
+    report_density: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -31,6 +31,7 @@ from ..model.privacy import geo_level, ldp_level, lip_level
 
 __all__ = [
     "check_capabilities",
+    "check_density_sampler",
     "check_deterministic",
     "check_estimate_variance",
     "check_hooks",
@@ -326,9 +327,13 @@ def check_deterministic(mech: Mechanism, *, seed: int = 0) -> None:
 
 
 def check_sampler(mech: Mechanism, *, samples: int = 20_000, seed: int = 0, alpha: float = 1e-4) -> None:
-    """For each tested true value, reports follow P(report | x) (chi-square test)."""
+    """For each tested true value, reports follow P(report | x) (chi-square test; a likelihood-ratio
+    test for mechanisms whose reports have a density, :attr:`Mechanism.report_density`)."""
     from scipy.stats import chi2
 
+    if mech.report_density:
+        check_density_sampler(mech, samples=samples, seed=seed, alpha=alpha)
+        return
     values = _tested_values(mech.domain)
     for x in values:
         reports = mech.sample(np.full(samples, x), np.random.default_rng([seed, int(x)]))
@@ -353,6 +358,32 @@ def check_sampler(mech: Mechanism, *, samples: int = 20_000, seed: int = 0, alph
         p_value = float(chi2.sf(stat, len(o) - 1))
         assert p_value >= alpha / len(values), (
             f"{mech!r}: reports for value {x} do not follow its likelihood (chi-square p = {p_value:.2g})"
+        )
+
+
+def check_density_sampler(mech: Mechanism, *, samples: int = 20_000, seed: int = 0, alpha: float = 1e-4) -> None:
+    """Reports with a density follow it: ``E_x[p(Z | x') / p(Z | x)] = 1`` for reports Z of a user holding x.
+
+    The identity holds for any sampler that draws from p(. | x) and fails, for some x', for one that
+    does not (or for a density whose ratios are wrong). For each tested pair a z-test of the mean
+    ratio over ``samples`` reports (ratios are bounded by the LDP level, so the mean is near normal),
+    failing a correct mechanism with probability at most ``alpha`` overall.
+    """
+    from scipy.stats import norm
+
+    values = _tested_values(mech.domain)
+    pairs = values.size * (values.size - 1)
+    for x in values:
+        reports = mech.sample(np.full(samples, x), np.random.default_rng([seed, int(x)]))
+        log_p = mech.log_likelihood(reports)[:, values]
+        ratio = np.exp(log_p - log_p[:, values == x])
+        mean, se = ratio.mean(axis=0), ratio.std(axis=0, ddof=1) / math.sqrt(samples)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            p_value = np.where(values == x, 1.0, 2 * norm.sf(np.abs(mean - 1) / se))
+        worst = int(np.argmin(p_value))
+        assert p_value[worst] >= alpha / max(pairs, 1), (
+            f"{mech!r}: reports of a user holding {mech.domain.labels()[int(x)]} give a mean density ratio of"
+            f" {mean[worst]:.6g} to value {mech.domain.labels()[int(values[worst])]}, not 1 (p = {p_value[worst]:.2g})"
         )
 
 
