@@ -14,7 +14,7 @@ import pytest
 from helpers import make
 from scipy.stats import chi2, laplace
 
-from ldpsim import Integers, Likelihood, Observations, ParameterError, gibu, ldp_level
+from ldpsim import EstimationError, Integers, Likelihood, Observations, ParameterError, gibu, ldp_level
 from ldpsim.testing import check_density_sampler, check_mechanism
 
 FRACTION = 2.0**-32
@@ -42,6 +42,8 @@ def test_she_likelihood_is_the_product_of_laplace_densities():
     np.testing.assert_allclose(np.exp(shift)[:, None] * (op @ np.eye(k)), np.exp(got), rtol=1e-12)
     with np.errstate(divide="ignore"):
         assert ldp_level(got) == pytest.approx(eps, rel=1e-12)  # a cell at or above 1 and one below 0
+    with pytest.raises(EstimationError, match="fixed-point range"):
+        mech.log_likelihood(np.full((1, k), (1 << 62) + 1))
 
 
 def test_she_reports_are_the_one_hot_vector_plus_laplace_noise():

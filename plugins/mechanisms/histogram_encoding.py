@@ -29,7 +29,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ldpsim import Mechanism, Param, ParameterError, Privacy, hookimpl, rank_one_plus_sparse, require_memory
+from ldpsim import (
+    EstimationError,
+    Mechanism,
+    Param,
+    ParameterError,
+    Privacy,
+    hookimpl,
+    rank_one_plus_sparse,
+    require_memory,
+)
 
 if TYPE_CHECKING:  # scipy is imported where an operator is built: `ldpsim list` stays fast
     from scipy.sparse.linalg import LinearOperator
@@ -100,9 +109,8 @@ class SummationHistogramEncoding(Mechanism):
         limit = int(CLIP) << FRACTION_BITS
         bad = (reports < -limit) | (reports > limit)
         if bad.any():
-            raise ParameterError(
+            raise EstimationError(
                 f"report coordinate {int(reports[bad][0])} is outside she's fixed-point range (+-2^{30 + FRACTION_BITS})",
-                field="reports",
                 hint="check that the reports were produced by this mechanism",
             )
         return reports
