@@ -2,12 +2,14 @@
 
     pip install -e '.[bench]'
     python benchmarks/bench_frequency_oracles.py [--users 100000] [--values 100] [--eps 1] [--repeat 3]
+        [--oracles oue,olh]
 
 For each repetition the same reports feed every estimator, so accuracy differences come from the
 estimators alone: ldpsim's GIBU on whole reports (the MLE), ldpsim's INV-P on the per-bit / support
 unbiased estimate, and multi-freq-ldpy's IBU on per-bit counts with a k x k matrix (its
 UE_Aggregator_IBU / LH_Aggregator_IBU). Peer clients simulate one user per Python call; they are
 timed on at most --client-users users and the time is scaled to --users (printed as such).
+``--oracles`` names any of ldpsim's frequency oracles (peer rows exist for oue and olh only).
 A measurement, not a test.
 """
 
@@ -46,6 +48,7 @@ def main() -> None:
     parser.add_argument("--eps", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--client-users", type=int, default=10_000)
+    parser.add_argument("--oracles", default="oue,olh", help="comma-separated ldpsim mechanism names")
     args = parser.parse_args()
     n, k, eps = args.users, args.values, args.eps
     registry = ldpsim.get_registry()
@@ -66,7 +69,7 @@ def main() -> None:
         mf_ue.UE_Aggregator_IBU(np.eye(k, dtype=np.int64)[:3], k, eps, optimal=True, nb_iter=2)
         mf_ue.UE_Client(0, k, eps, optimal=True)
 
-    for name in ("oue", "olh"):
+    for name in args.oracles.split(","):
         mech = registry.create("mechanism", name, domain, eps=eps)
         rows: dict[str, list[float]] = {}
 
@@ -88,7 +91,7 @@ def main() -> None:
             add("ldpsim: INV-P (s)", t_inv)
             add("TV ldpsim GIBU on whole reports", tv(est.distribution, truth))
             add("TV ldpsim INV-P", tv(inv.distribution, truth))
-            if mf_ue is not None:
+            if mf_ue is not None and name in ("oue", "olh"):
                 m = min(n, args.client_users)
                 peer = None
                 if name == "oue":

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ imports each on first use
     from .base.errors import DataError, EstimationError, LdpsimError, ParameterError, PluginError, ScenarioError
+    from .base.memory import MemoryLimitError, require_memory
     from .estimation.convolution import ConvolutionOperator
     from .estimation.engine import (
         DEFAULT_DELTA,
@@ -33,7 +34,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
         rank_one_plus_sparse,
     )
     from .estimation.simplex import project_simplex
-    from .estimation.unbiased import plan_matrix, unbiased_estimate
+    from .estimation.unbiased import count_estimate_variance, plan_matrix, unbiased_estimate
     from .estimation.uncertainty import Uncertainty, bootstrap_uncertainty, mle_uncertainty, unbiased_uncertainty
     from .model.bitvectors import WORD_BITS, BitVectorMechanism
     from .model.dataset import Dataset
@@ -162,6 +163,9 @@ _LAZY: dict[str, str] = {
     "piecewise_bands": "model.numeric",
     "runs_mask": "model.numeric",
     "newton_mle": "estimation.newton",
+    "count_estimate_variance": "estimation.unbiased",
+    "MemoryLimitError": "base.memory",
+    "require_memory": "base.memory",
 }
 
 __all__ = [
@@ -261,6 +265,9 @@ __all__ = [
     "piecewise_bands",
     "runs_mask",
     "newton_mle",
+    "count_estimate_variance",
+    "MemoryLimitError",
+    "require_memory",
 ]
 
 

@@ -15,7 +15,9 @@ declares (``check_capabilities``). ``check_estimator``, ``check_dataset`` and
 
 from .theory.checks import (
     check_capabilities,
+    check_density_sampler,
     check_deterministic,
+    check_estimate_variance,
     check_hooks,
     check_likelihood,
     check_likely_subset,
@@ -38,7 +40,9 @@ __all__ = [
     "check_estimator",
     "check_metric",
     "check_capabilities",
+    "check_density_sampler",
     "check_deterministic",
+    "check_estimate_variance",
     "check_hooks",
     "check_likelihood",
     "check_likely_subset",

@@ -50,6 +50,10 @@ EXAMPLES = {
     "subset_selection": (Integers(low=0, high=5), {"eps": 1.0}),
     "adp": (Integers(low=0, high=5), {"eps": 1.0}),  # k-RR (6 < 3 e + 2)
     "hadamard": (LINE, {"eps": 1.0}),
+    "blh": (LINE, {"eps": 1.0}),
+    "flh": (LINE, {"eps": 1.0, "hashes": 20}),
+    "she": (Integers(low=0, high=5), {"eps": 1.0}),
+    "the": (Integers(low=0, high=5), {"eps": 1.0}),
     "lip": (Integers(low=0, high=2), {"eps": 2.0, "prior": [0.2, 0.3, 0.5]}),
     "lip-binary": (Integers(low=0, high=1), {"eps": 1.0, "prior": [0.4, 0.6]}),
     "matrix": (Categorical(values=["x", "y"]), {"rows": [[0.8, 0.2], [0.3, 0.7]]}),
@@ -80,16 +84,33 @@ def test_built_in_mechanism_meets_the_contract(name):
 
 # ------------------------------------------------------------------ capabilities
 CAPABILITIES = {
-    "krr": {"structured_likelihood", "likely_subset", "output_count", "named_value_likelihood", "log_matrix"},
+    "krr": {
+        "structured_likelihood",
+        "likely_subset",
+        "output_count",
+        "named_value_likelihood",
+        "log_matrix",
+        "estimate_variance",
+    },
     "geometric": {"structured_likelihood", "likely_subset", "output_count", "log_matrix"},
     "laplace": {"structured_likelihood", "likely_subset", "output_count", "log_matrix"},
     "exponential": {"structured_likelihood", "output_count", "log_matrix"},
     "planar-geometric": {"structured_likelihood", "output_count"},
     "planar-laplace": {"structured_likelihood", "output_count"},
-    "rappor": {"structured_likelihood", "unbiased_estimate", "likely_subset"},
-    "oue": {"structured_likelihood", "unbiased_estimate", "likely_subset"},
-    "olh": {"structured_likelihood", "unbiased_estimate"},
-    "subset_selection": {"structured_likelihood", "unbiased_estimate", "likely_subset", "output_count"},
+    "rappor": {"structured_likelihood", "unbiased_estimate", "likely_subset", "estimate_variance"},
+    "oue": {"structured_likelihood", "unbiased_estimate", "likely_subset", "estimate_variance"},
+    "olh": {"structured_likelihood", "unbiased_estimate", "estimate_variance"},
+    "blh": {"structured_likelihood", "unbiased_estimate", "estimate_variance"},
+    "flh": {"structured_likelihood", "unbiased_estimate", "output_count", "estimate_variance"},
+    "she": {"structured_likelihood", "unbiased_estimate", "estimate_variance"},
+    "the": {"structured_likelihood", "unbiased_estimate", "likely_subset", "estimate_variance"},
+    "subset_selection": {
+        "structured_likelihood",
+        "unbiased_estimate",
+        "likely_subset",
+        "output_count",
+        "estimate_variance",
+    },
     # the union of k-RR's and OUE's: a hook the chosen mechanism lacks returns None
     "adp": {
         "structured_likelihood",
@@ -98,8 +119,9 @@ CAPABILITIES = {
         "output_count",
         "named_value_likelihood",
         "log_matrix",
+        "estimate_variance",
     },
-    "hadamard": {"structured_likelihood", "unbiased_estimate", "output_count"},
+    "hadamard": {"structured_likelihood", "unbiased_estimate", "output_count", "estimate_variance"},
     "lip": set(),
     "lip-binary": set(),
     "matrix": set(),
@@ -129,6 +151,8 @@ ALWAYS_STRUCTURED = {
     "l-osue",
     "l-soue",
     "loloha",
+    "the",
+    "blh",
 }
 
 

@@ -15,6 +15,33 @@ from .observations import Observations
 MAX_JOINT_OUTPUTS = 2_000_000
 
 
+def count_estimate_variance(theta: np.ndarray, p: float, q: float, p_minus_q: float | None = None) -> np.ndarray:
+    """``n Var[f_hat(x)]`` of ``f_hat(x) = (C_x / n - q) / (p - q)`` for a fixed population.
+
+    The estimate of every "pure" frequency oracle (Wang et al. 2017): a report supports x
+    with probability p if the user holds x, q otherwise, independently across users, so
+    ``C_x`` sums n theta_x Bernoulli(p) and n (1 - theta_x) Bernoulli(q) draws and
+    ``n Var = (theta_x p (1 - p) + (1 - theta_x) q (1 - q)) / (p - q)^2``.
+
+    Parameters
+    ----------
+    theta
+        The users' empirical distribution.
+    p, q
+        The probabilities of supporting x for a user holding x, and holding another value.
+    p_minus_q
+        ``p - q`` computed without cancellation, if the caller has it.
+
+    Returns
+    -------
+    numpy.ndarray
+        The per-user variances, one per value.
+    """
+    theta = np.asarray(theta, dtype=float)
+    gap = p - q if p_minus_q is None else p_minus_q
+    return (theta * p * (1 - p) + (1 - theta) * q * (1 - q)) / gap**2
+
+
 def _finite_matrix(mech: Mechanism) -> np.ndarray:
     """``mech.matrix``, or EstimationError if the mechanism has none (infinitely many outputs)."""
     m = mech.matrix

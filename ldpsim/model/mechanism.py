@@ -32,6 +32,7 @@ hook (a subclass implements)       public wrapper (the core calls)   capability 
 ``rounds``, ``prefix(t)``,         the same names                    ``rounds``
 ``round_columns(t)``,
 ``round_channel(t)``
+``_estimate_variance(theta)``      ``estimate_variance(theta)``      ``estimate_variance``
 =================================  ================================  ==========================
 
 Required: ``privacy``, and either ``_matrix`` (finitely many outputs: sampling
@@ -72,6 +73,10 @@ Capabilities:
   per-round baselines estimate through. Estimates over time (a scenario's
   ``rounds = "every"``) truncate reports with them. These four are overridden together and
   under their own names (there is no wrapper: the defaults describe a one-round mechanism).
+* estimate variance: ``n Var[f_hat(x)]`` of the unbiased estimate (the mechanism's own, or the
+  inverted matrix's) for n users whose empirical distribution is theta, in closed form (Wang et
+  al. 2017's formulas and their equivalents): what ``ldpsim check mechanism`` prints beside a
+  simulation.
 
 Hooks that read reports call :meth:`Mechanism.require_outputs` to refuse values that
 are not outputs. ``ldpsim.testing.check_mechanism`` checks each declared capability
@@ -115,6 +120,7 @@ PUBLIC_WRAPPERS = (
     "output_count",
     "named_value_likelihood",
     "log_matrix",
+    "estimate_variance",
     "require_outputs",
     "capabilities",
 )
@@ -144,6 +150,8 @@ class Capabilities:
         ``_log_matrix``: the matrix's logarithms in closed form, exact where entries underflow.
     rounds
         ``rounds`` (with ``prefix``, ``round_columns``, ``round_channel``): one report covers several rounds.
+    estimate_variance
+        ``_estimate_variance``: n Var of the unbiased estimate, in closed form.
     """
 
     structured_likelihood: bool = False
@@ -153,6 +161,7 @@ class Capabilities:
     named_value_likelihood: bool = False
     log_matrix: bool = False
     rounds: bool = False
+    estimate_variance: bool = False
 
     @classmethod
     def of(cls, mechanism: type[Mechanism]) -> Capabilities:
@@ -182,6 +191,11 @@ class Mechanism(OnDomain):
     #: smallest domain on which :meth:`likelihood_operator` offers the structured likelihood; a class
     #: sets 0 when its dense likelihood is never cheaper, and an instance may set its own (to compare paths)
     structured_min_size: int = STRUCTURED_MIN_SIZE
+    #: True if reports are (encoded) real numbers whose log-likelihood is a log-density, given up to a
+    #: per-report constant (relative to a measure that does not depend on x, so that it stays <= 0):
+    #: GIBU and every ratio P(z|x) / P(z|x') are unchanged, but a report has no probability of its own,
+    #: and the contract checks test the sampler through likelihood ratios
+    report_density: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -290,6 +304,11 @@ class Mechanism(OnDomain):
         last = first + self.rounds - 1
         if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not first <= t <= last:
             raise ValueError(f"{self!r}.{hook}: round {t!r} is not in {first}..{last}")
+
+    def _estimate_variance(self, theta: np.ndarray) -> np.ndarray | None:
+        """``n Var[f_hat(x)]`` for every x, of the unbiased estimate from n users with empirical
+        distribution ``theta``; None if unknown here."""
+        return None
 
     # ------------------------------------------------------------- public API
     @property
@@ -495,6 +514,36 @@ class Mechanism(OnDomain):
         if not (hit <= 0 and miss <= 0):  # also refuses NaN
             raise ContractError(f"{self!r}._named_value_likelihood must return two log-probabilities, got {pair!r}")
         return hit, miss
+
+    def estimate_variance(self, theta: np.ndarray) -> np.ndarray | None:
+        """Per-user variance ``n Var[f_hat(x)]`` of the unbiased estimate, in closed form.
+
+        The estimate is :meth:`unbiased_estimate` (the inverted matrix's when the mechanism
+        has none of its own); the n users are a fixed population whose values have the
+        empirical distribution ``theta``, so only the mechanism's randomness counts.
+
+        Parameters
+        ----------
+        theta
+            (|X|,) the users' empirical distribution.
+
+        Returns
+        -------
+        numpy.ndarray or None
+            |X| non-negative finite numbers; None if the mechanism gives no closed form.
+        """
+        if not self.capabilities.estimate_variance:
+            return None
+        theta = np.asarray(theta, dtype=float)
+        if theta.shape != (self.domain.size,) or np.any(theta < 0) or not np.isclose(theta.sum(), 1.0):
+            raise ValueError(f"theta must be a distribution over the {self.domain.size} values")
+        v = self._estimate_variance(theta)
+        if v is None:
+            return None
+        v = np.asarray(v, dtype=float)
+        if v.shape != (self.domain.size,) or not np.all(np.isfinite(v)) or np.any(v < -1e-12):
+            raise ValueError(f"{self!r}._estimate_variance must return {self.domain.size} non-negative numbers")
+        return np.maximum(v, 0.0)
 
     # -------------------------------------------------------------- internals
     def _call(self, hook: str, *args: Any) -> Any:

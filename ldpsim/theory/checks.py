@@ -31,7 +31,9 @@ from .contracts import check_configurable
 
 __all__ = [
     "check_capabilities",
+    "check_density_sampler",
     "check_deterministic",
+    "check_estimate_variance",
     "check_hooks",
     "check_likelihood",
     "check_likely_subset",
@@ -104,6 +106,7 @@ def check_capabilities(mech: Mechanism, *, samples: int = 20_000, seed: int = 0,
     check_likely_subset(mech, seed=seed)
     check_unbiased_estimate(mech, samples=samples, seed=seed, alpha=alpha)
     check_rounds(mech, seed=seed)
+    check_estimate_variance(mech, seed=seed)
 
 
 def check_rounds(mech: Mechanism, *, seed: int = 0) -> None:
@@ -300,6 +303,38 @@ def check_unbiased_estimate(mech: Mechanism, *, samples: int = 20_000, seed: int
         )
 
 
+def check_estimate_variance(mech: Mechanism, *, seed: int = 0) -> None:
+    """A declared estimate variance is the exact one, on matrices with at most :data:`MAX_EXACT_OUTPUTS` columns.
+
+    The estimate of n users is the mean of one-report estimates v(z) (the mechanism's own,
+    else a row of the matrix's pseudo-inverse), so for a fixed population with distribution
+    theta, ``n Var[f_hat(x)] = sum_x' theta_x' sum_z M[x', z] v_x(z)^2 - theta_x``; checked at a
+    random theta to 1e-9 relative. Mechanisms without such a matrix are left to their own tests.
+    """
+    if not mech.capabilities.estimate_variance:
+        return
+    m = mech.matrix if mech.report_width == 1 else None
+    if m is None or m.shape[1] > MAX_EXACT_OUTPUTS:
+        return
+    k = mech.domain.size
+    outputs = np.flatnonzero(m.max(axis=0) > 0)
+    m = m[:, outputs]
+    own = [mech.unbiased_estimate(np.array([[z]]), np.array([1])) for z in outputs]
+    v = np.linalg.pinv(m) if any(e is None for e in own) else np.array(own)
+    theta = np.random.default_rng([seed, 7]).dirichlet(np.ones(k))
+    declared = mech.estimate_variance(theta)
+    if declared is None:
+        return
+    exact = theta @ m @ v**2 - theta
+    bad = ~(np.abs(declared - exact) <= 1e-9 * np.maximum(np.abs(exact), 1e-12))
+    if bad.any():
+        x = int(np.argmax(bad))
+        raise AssertionError(
+            f"{mech!r}: estimate_variance gives n Var = {declared[x]:.12g} at value {mech.domain.labels()[x]},"
+            f" the matrix and the unbiased estimate give {exact[x]:.12g}"
+        )
+
+
 def check_matrix(mech: Mechanism) -> None:
     """A finite mechanism's matrix has one row per value, entries >= 0, rows summing to 1."""
     m = mech.matrix
@@ -336,9 +371,13 @@ def check_deterministic(mech: Mechanism, *, seed: int = 0) -> None:
 
 
 def check_sampler(mech: Mechanism, *, samples: int = 20_000, seed: int = 0, alpha: float = 1e-4) -> None:
-    """For each tested true value, reports follow P(report | x) (chi-square test)."""
+    """For each tested true value, reports follow P(report | x) (chi-square test; a likelihood-ratio
+    test for mechanisms whose reports have a density, :attr:`Mechanism.report_density`)."""
     from scipy.stats import chi2
 
+    if mech.report_density:
+        check_density_sampler(mech, samples=samples, seed=seed, alpha=alpha)
+        return
     values = _tested_values(mech.domain)
     for x in values:
         reports = mech.sample(np.full(samples, x), np.random.default_rng([seed, int(x)]))
@@ -363,6 +402,32 @@ def check_sampler(mech: Mechanism, *, samples: int = 20_000, seed: int = 0, alph
         p_value = float(chi2.sf(stat, len(o) - 1))
         assert p_value >= alpha / len(values), (
             f"{mech!r}: reports for value {x} do not follow its likelihood (chi-square p = {p_value:.2g})"
+        )
+
+
+def check_density_sampler(mech: Mechanism, *, samples: int = 20_000, seed: int = 0, alpha: float = 1e-4) -> None:
+    """Reports with a density follow it: ``E_x[p(Z | x') / p(Z | x)] = 1`` for reports Z of a user holding x.
+
+    The identity holds for any sampler that draws from p(. | x) and fails, for some x', for one that
+    does not (or for a density whose ratios are wrong). For each tested pair a z-test of the mean
+    ratio over ``samples`` reports (ratios are bounded by the LDP level, so the mean is near normal),
+    failing a correct mechanism with probability at most ``alpha`` overall.
+    """
+    from scipy.stats import norm
+
+    values = _tested_values(mech.domain)
+    pairs = values.size * (values.size - 1)
+    for x in values:
+        reports = mech.sample(np.full(samples, x), np.random.default_rng([seed, int(x)]))
+        log_p = mech.log_likelihood(reports)[:, values]
+        ratio = np.exp(log_p - log_p[:, values == x])
+        mean, se = ratio.mean(axis=0), ratio.std(axis=0, ddof=1) / math.sqrt(samples)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            p_value = np.where(values == x, 1.0, 2 * norm.sf(np.abs(mean - 1) / se))
+        worst = int(np.argmin(p_value))
+        assert p_value[worst] >= alpha / max(pairs, 1), (
+            f"{mech!r}: reports of a user holding {mech.domain.labels()[int(x)]} give a mean density ratio of"
+            f" {mean[worst]:.6g} to value {mech.domain.labels()[int(values[worst])]}, not 1 (p = {p_value[worst]:.2g})"
         )
 
 

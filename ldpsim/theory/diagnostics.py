@@ -5,7 +5,9 @@ For a mechanism (:func:`mechanism_report`): the privacy it really provides
 identifies the distribution (004, Theorem "Identification": |X| linearly
 independent columns) and, where 004 Sec. 7.6 gives one, the bound on the
 expected squared error of matrix inversion beside its exact value and a
-simulation.
+simulation; and for a frequency oracle that declares it, the per-user variance
+n Var[f_hat(x)] of its unbiased estimate (Wang et al. 2017's formulas and their
+equivalents) beside a simulated one.
 
 For observations and an estimate (:func:`check_estimate`): whether L is
 strictly concave (004, Theorem "strict concavity", condition (iii)), whether
@@ -60,6 +62,36 @@ class InvBound:
 
 
 @dataclass(frozen=True)
+class VarianceCheck:
+    """The declared n Var[f_hat(x)] of a frequency oracle's unbiased estimate beside a simulation.
+
+    The population is fixed (``users`` users spread as evenly as possible over the values);
+    ``simulated`` is n times each value's sample variance over ``runs`` independent runs.
+    """
+
+    formula: tuple[float, ...]  # n Var per value, from Mechanism.estimate_variance
+    simulated: tuple[float, ...] | None  # n times the sample variance per value, if simulated
+    users: int
+    runs: int
+
+    @property
+    def standard_error(self) -> float:
+        """Approximate standard error of the simulated mean: values taken as independent, estimates near normal."""
+        return float(np.mean(self.formula) * math.sqrt(2.0 / max(self.runs - 1, 1) / len(self.formula)))
+
+    def line(self) -> str:
+        f = np.array(self.formula)
+        spread = f"{f.mean():.4g}" if np.ptp(f) <= 1e-3 * f.mean() else f"{f.mean():.4g} (max {f.max():.4g})"
+        out = f"variance    n Var[f_hat(x)] = {spread} for an even population (formula, mean over x)"
+        if self.simulated is not None:
+            out += (
+                f"; simulated {np.mean(self.simulated):.4g} +- {self.standard_error:.2g}"
+                f" over {self.runs} runs of {self.users} users"
+            )
+        return out
+
+
+@dataclass(frozen=True)
 class MechanismReport:
     mechanism: str
     declared: Privacy
@@ -85,6 +117,8 @@ class MechanismReport:
     over_time: PrivacyOverTime | None = None
     #: the levels a memoized mechanism's parameters name (e.g. {"eps_1": 1.0, "eps_inf": 4.0})
     declared_levels: dict[str, float] = field(default_factory=dict)
+    #: the declared variance of the unbiased estimate beside a simulation (frequency oracles declaring one)
+    variance: VarianceCheck | None = None
 
     @property
     def privacy_holds(self) -> bool | None:
@@ -143,6 +177,8 @@ class MechanismReport:
             out.append(
                 f"INV error   {b.kind} bound {b.bound:.4g}/n ({b.source}); exact {b.exact:.4g}/n for uniform theta{sim}: {verdict}"
             )
+        if self.variance is not None:
+            out.append(self.variance.line())
         return out
 
     def _verdict(self) -> str:
@@ -226,6 +262,7 @@ def mechanism_report(
             for key, value in mech.get_params().items()
             if key in ("eps_1", "eps_inf") and isinstance(mech, MemoizedMechanism)
         },
+        variance=variance_check(mech, users=users, seed=seed),
     )
 
 
@@ -268,6 +305,71 @@ def inv_bounds(mech: Mechanism, *, users: int | None = None, repetitions: int = 
         q = rng.multinomial(users, lam / lam.sum(), size=repetitions) / users
         simulated = float(users * ((q @ inverse - theta) ** 2).sum(axis=1).mean())
     return [InvBound(src, kind, float(b), exact, simulated, users) for src, kind, b in found]
+
+
+#: simulated runs of the variance check: enough that the mean over values has a standard error of
+#: about 1.4% (sqrt(2 / (runs k))), at least 30 and at most 100 runs
+VARIANCE_VALUE_RUNS = 10_000
+#: the variance check draws report counts from the matrix (not one report per user) up to this many cells
+VARIANCE_COUNT_CELLS = 1 << 20
+
+
+def variance_check(mech: Mechanism, *, users: int | None = None, seed: int = 0) -> VarianceCheck | None:
+    """The declared n Var[f_hat(x)] at an even population of ``users`` users, beside a simulation.
+
+    Parameters
+    ----------
+    mech
+        A mechanism; None is returned unless it declares ``estimate_variance``.
+    users
+        Users of the population (None or 0: formula only, for an even distribution).
+    seed
+        Seed of the simulation.
+
+    Returns
+    -------
+    VarianceCheck or None
+        The formula per value, and n times each value's sample variance over the runs.
+    """
+    if not mech.capabilities.estimate_variance:
+        return None
+    k = mech.domain.size
+    n = int(users) if users else k
+    counts = np.full(k, n // k) + (np.arange(k) < n % k)
+    theta = counts / n
+    formula = mech.estimate_variance(theta)
+    if formula is None:
+        return None
+    if not users:
+        return VarianceCheck(tuple(formula.tolist()), None, 0, 0)
+    runs = int(min(100, max(30, math.ceil(VARIANCE_VALUE_RUNS / k))))
+    values = np.repeat(np.arange(k), counts)
+    m = mech.matrix if mech.report_width == 1 else None
+    if m is not None and m.size > VARIANCE_COUNT_CELLS:
+        m = None
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 8]))
+    inverse = None
+    estimates = np.empty((runs, k))
+    for run in range(runs):  # each run is vectorized over its users
+        if m is not None:  # by counts: sum_x Multinomial(c_x, M[x])
+            rows = np.flatnonzero(counts)
+            p = m[rows] / m[rows].sum(axis=1, keepdims=True)
+            total = rng.multinomial(counts[rows], p).sum(axis=0)
+            z = np.flatnonzero(total)
+            reports, report_counts = z[:, None], total[z]
+        else:
+            reports, report_counts = np.unique(mech.sample(values, rng), axis=0, return_counts=True)
+        v = mech.unbiased_estimate(reports, report_counts)
+        if v is None:
+            full = mech.matrix if mech.report_width == 1 else None
+            if full is None:
+                return VarianceCheck(tuple(formula.tolist()), None, 0, 0)
+            if inverse is None:
+                inverse = np.linalg.pinv(full)
+            share = np.bincount(reports[:, 0], weights=report_counts, minlength=full.shape[1]) / n
+            v = share @ inverse
+        estimates[run] = v
+    return VarianceCheck(tuple(formula.tolist()), tuple((n * estimates.var(axis=0, ddof=1)).tolist()), n, runs)
 
 
 def inv_mse(matrix: np.ndarray, theta: np.ndarray, inverse: np.ndarray | None = None) -> float:

@@ -83,6 +83,9 @@ class ADP(Mechanism):
     def _log_matrix(self) -> np.ndarray | None:
         return self.inner.log_matrix if self.inner.capabilities.log_matrix else None
 
+    def _estimate_variance(self, theta: np.ndarray) -> np.ndarray | None:
+        return self.inner.estimate_variance(theta)
+
 
 @hookimpl
 def register_mechanisms(register):

@@ -98,7 +98,7 @@ class HadamardResponse(Mechanism):
         """log P(y | x) for y in C_x: log(2 / K) + log p."""
         return math.log(2.0 / self.outputs) - math.log1p(math.exp(-self.eps))
 
-    def estimate_variance(self, theta: np.ndarray) -> np.ndarray:
+    def _estimate_variance(self, theta: np.ndarray) -> np.ndarray:
         """n Var[theta_hat(x)] of the unbiased estimate for n users with distribution ``theta``.
 
         ``(theta_x p (1 - p) + (1 - theta_x) / 4) / (p - 1/2)^2``: the count in C_x sums

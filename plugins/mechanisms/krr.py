@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ldpsim import Mechanism, Param, Privacy, constant_plus_column, hookimpl
+from ldpsim import Mechanism, Param, Privacy, constant_plus_column, count_estimate_variance, hookimpl
 
 if TYPE_CHECKING:  # scipy.sparse is imported where an operator is built: `ldpsim list` stays fast
     from scipy.sparse.linalg import LinearOperator
@@ -64,6 +64,12 @@ class KRR(Mechanism):
         z = reports[:, 0]
         self.require_outputs(z, self.domain.size)
         return np.full(z.shape[0], math.log(self._keep)), constant_plus_column(z, self.domain.size, math.exp(-self.eps))
+
+    def _estimate_variance(self, theta: np.ndarray) -> np.ndarray:
+        """Wang et al. 2017's GRR variance: the inverted matrix is (C_x / n - q) / (p - q), and a report
+        names x w.p. p = keep for a user holding it, q = other for the others."""
+        gap = -math.expm1(-self.eps) * self._keep  # p - q without cancellation
+        return count_estimate_variance(theta, self._keep, self._other, gap)
 
     def _named_value_likelihood(self) -> tuple[float, float]:
         return math.log(self._keep), self._log_other

@@ -1,4 +1,6 @@
-"""Optimized local hashing (OLH, Wang, Blocki, Li & Jha, USENIX Security 2017).
+"""Local hashing with random hash functions (Wang, Blocki, Li & Jha, USENIX Security 2017): OLH and BLH.
+
+OLH uses g = round(e^eps + 1) buckets (or any g >= 2); BLH is the same protocol with g = 2.
 
 Each user draws a hash function h_{a,b}(x) = ((a x + b) mod P) mod g from the
 Carter-Wegman family with P = 2^31 - 1 (prime), a uniform in 1..P-1 and b
@@ -26,7 +28,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ldpsim import EstimationError, Mechanism, Param, ParameterError, Privacy, hookimpl, rank_one_plus_sparse
+from ldpsim import (
+    EstimationError,
+    Mechanism,
+    Param,
+    ParameterError,
+    Privacy,
+    count_estimate_variance,
+    hookimpl,
+    rank_one_plus_sparse,
+)
 
 if TYPE_CHECKING:  # scipy.sparse is imported where an operator is built: `ldpsim list` stays fast
     from scipy.sparse import csr_matrix
@@ -45,38 +56,21 @@ def universal_hash(a: np.ndarray, b: np.ndarray, x: np.ndarray, g: int) -> np.nd
     return (a * x + b) % PRIME % g
 
 
-class OptimizedLocalHashing(Mechanism):
-    """OLH, optimized local hashing (Wang, Blocki, Li & Jha 2017): g-ary RR on a random hash, g = round(e^eps+1)."""
+class LocalHashing(Mechanism):
+    """Base of the local hashing mechanisms with a fresh hash per user: set ``buckets`` in ``_validate``."""
 
-    name = "olh"
     report_width = 3
     #: the dense likelihood hashes every value for every report, as the sparse one does, and stores it all
     structured_min_size = 0
     # e^-eps must stay a normal float: the likelihood operator's smaller factor is exactly e^-eps
     eps = Param("float", gt=0, le=700, doc="privacy level: the mechanism is eps-LDP")
-    g = Param(
-        "int",
-        None,
-        ge=2,
-        doc="hash buckets (default round(e^eps + 1), halves up; Wang et al.'s variance-optimal real g is e^eps + 1)",
-    )
+    #: g, the number of hash buckets (set by _validate)
+    buckets: int = 2
 
     def _validate(self) -> None:
-        if self.g is None:
-            if self.eps > math.log(PRIME - 2):
-                raise ParameterError(
-                    f"eps = {self.eps:g} asks for round(e^eps + 1) > {PRIME - 1} hash buckets",
-                    field="eps",
-                    hint=f"choose eps <= {math.floor(math.log(PRIME - 2) * 100) / 100:g} or give g",
-                )
-            self.buckets = int(math.floor(math.exp(self.eps) + 1.5))
-        else:
-            if self.g > PRIME - 1:
-                raise ParameterError(f"must be < {PRIME}, got {self.g}", field="g", hint=f"choose g <= {PRIME - 1}")
-            self.buckets = self.g
         if self.domain.size > PRIME:
             raise ParameterError(
-                f"OLH hashes value indices modulo {PRIME}; the domain has {self.domain.size} values",
+                f"local hashing hashes value indices modulo {PRIME}; the domain has {self.domain.size} values",
                 field="domain",
                 hint=f"use a domain of at most {PRIME} values",
             )
@@ -168,10 +162,49 @@ class OptimizedLocalHashing(Mechanism):
             supported += np.einsum("d,dx->x", counts[rows], support)
         return (supported / counts.sum() - 1.0 / self.buckets) / self._p_minus_one_over_g
 
+    def _estimate_variance(self, theta: np.ndarray) -> np.ndarray:
+        """Wang et al. 2017: a report supports x w.p. p for a user holding x, 1/g for the others (up to
+        O(1/P), the family's collision bias)."""
+        return count_estimate_variance(theta, self.p, 1.0 / self.buckets, self._p_minus_one_over_g)
+
     # No _likely_subset: a value is unlikely (004 Def. 2) only if its support set is strictly inside
     # another value's, which hashed reports almost never produce; checking it costs O(|X|^2 D).
+
+
+class OptimizedLocalHashing(LocalHashing):
+    """OLH, optimized local hashing (Wang, Blocki, Li & Jha 2017): g-ary RR on a random hash, g = round(e^eps+1)."""
+
+    name = "olh"
+    g = Param(
+        "int",
+        None,
+        ge=2,
+        doc="hash buckets (default round(e^eps + 1), halves up; Wang et al.'s variance-optimal real g is e^eps + 1)",
+    )
+
+    def _validate(self) -> None:
+        if self.g is None:
+            if self.eps > math.log(PRIME - 2):
+                raise ParameterError(
+                    f"eps = {self.eps:g} asks for round(e^eps + 1) > {PRIME - 1} hash buckets",
+                    field="eps",
+                    hint=f"choose eps <= {math.floor(math.log(PRIME - 2) * 100) / 100:g} or give g",
+                )
+            self.buckets = int(math.floor(math.exp(self.eps) + 1.5))
+        else:
+            if self.g > PRIME - 1:
+                raise ParameterError(f"must be < {PRIME}, got {self.g}", field="g", hint=f"choose g <= {PRIME - 1}")
+            self.buckets = self.g
+        super()._validate()
+
+
+class BinaryLocalHashing(LocalHashing):
+    """BLH, binary local hashing (Wang et al. 2017): randomized response on a random hash to 2 buckets."""
+
+    name = "blh"
 
 
 @hookimpl
 def register_mechanisms(register):
     register(OptimizedLocalHashing)
+    register(BinaryLocalHashing)

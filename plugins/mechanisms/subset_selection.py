@@ -117,7 +117,7 @@ class SubsetSelection(BitVectorMechanism):
         k, w = self.domain.size, self.size
         return w * (k - w) * -math.expm1(-self.eps) / ((k - 1) * (w + (k - w) * math.exp(-self.eps)))
 
-    def estimate_variance(self, theta: np.ndarray) -> np.ndarray:
+    def _estimate_variance(self, theta: np.ndarray) -> np.ndarray:
         """n Var[f_hat(x)] of the unbiased estimate for n users with distribution ``theta``.
 
         The count of reports holding x is a sum of independent Bernoullis, p for the

@@ -1,4 +1,9 @@
-"""Unary encoding frequency oracles: basic one-time RAPPOR and optimized unary encoding (OUE).
+"""Unary encoding frequency oracles: basic one-time RAPPOR, optimized unary encoding (OUE) and THE.
+
+THE, thresholded histogram encoding (Wang et al. 2017), adds Laplace(2/eps) noise to each bit of
+the one-hot vector and reports the set of coordinates above a threshold theta: bit j is 1 with
+probability ``p = P(1 + Lap > theta) = 1 - e^(-eps (1 - theta) / 2) / 2`` if j = x, else
+``q = P(Lap > theta) = e^(-eps theta / 2) / 2``, independently: a unary encoding.
 
 A value x of a domain of k values is encoded as the one-hot bit vector e_x of
 length k; each bit is reported as 1 with probability p if it is 1 and q if it
@@ -11,8 +16,10 @@ for RAPPOR)::
                       + beta_x log(p/q) + (1 - beta_x) log((1-p)/(1-q))
 
 so, with ``shift = sum_j [...] + log(p/q)`` and ``r = ((1-p)/(1-q)) / (p/q)``,
-``P(beta | x) = exp(shift) * (r + (1 - r) beta_x)``. Both mechanisms here have
-r = e^-eps exactly (their LDP level is tight).
+``P(beta | x) = exp(shift) * (r + (1 - r) beta_x)``. RAPPOR and OUE have
+r = e^-eps exactly (their LDP level is tight); THE's level,
+``log(p (1 - q) / ((1 - p) q))``, is below the eps of the noise it thresholds
+(post-processing), so it declares eps without claiming it is tight.
 
 Report encoding: the k bits are packed into ``ceil(k / 62)`` int64 words; bit j
 of the vector is bit ``j mod 62`` (value ``2**(j mod 62)``) of word ``j // 62``.
@@ -33,6 +40,7 @@ from ldpsim import (
     BitVectorMechanism,
     Param,
     Privacy,
+    count_estimate_variance,
     hookimpl,
     rank_one_plus_sparse,
 )
@@ -131,6 +139,10 @@ class UnaryEncoding(BitVectorMechanism):
             ones += np.einsum("d,dx->x", counts[rows], bits)
         return (ones / counts.sum() - self.q) / self._p_minus_q
 
+    def _estimate_variance(self, theta: np.ndarray) -> np.ndarray:
+        """Wang et al. 2017: bit x is set w.p. p for a user holding x, q for the others."""
+        return count_estimate_variance(theta, self.p, self.q, self._p_minus_q)
+
     def _likely_subset(self, reports: np.ndarray) -> np.ndarray | None:
         # 004 Def. 2: p > q, so P(beta|x) is larger when beta_x = 1. A value whose bit is 0 in every
         # report has P(beta^i|x') = c_i (1-p)/(1-q) <= P(beta^i|x) for every x, strictly on any report
@@ -187,7 +199,47 @@ class OptimizedUnaryEncoding(UnaryEncoding):
         return math.tanh(self.eps / 2) / 2  # 1/2 - 1/(e^eps + 1)
 
 
+def the_threshold(eps: float) -> float:
+    """Wang et al. 2017's optimal threshold: theta in (1/2, 1) minimizing THE's q (1 - q) / (p - q)^2."""
+    from scipy.optimize import minimize_scalar
+
+    def variance(theta: float) -> float:
+        q = 0.5 * math.exp(-eps * theta / 2)
+        gap = -0.5 * (math.expm1(-eps * (1 - theta) / 2) + math.expm1(-eps * theta / 2))
+        return q * (1 - q) / gap**2
+
+    return float(minimize_scalar(variance, bounds=(0.5, 1.0), method="bounded", options={"xatol": 1e-10}).x)
+
+
+class ThresholdedHistogramEncoding(UnaryEncoding):
+    """THE, thresholded histogram encoding (Wang et al. 2017): the coordinates of one-hot + Laplace(2/eps) above theta."""
+
+    name = "the"
+    tight_privacy = False
+    threshold = Param("float", None, gt=0, lt=1, doc="theta, the threshold (default: the variance-optimal one)")
+
+    def _validate(self) -> None:
+        super()._validate()
+        self.theta = self.threshold if self.threshold is not None else the_threshold(self.eps)
+
+    def _logs(self) -> tuple[float, float, float, float]:
+        above_one = -self.eps * (1 - self.theta) / 2  # log(2 (1 - p))
+        above_zero = -self.eps * self.theta / 2  # log(2 q)
+        half = math.log(0.5)
+        return (
+            math.log1p(-0.5 * math.exp(above_one)),
+            half + above_one,
+            half + above_zero,
+            math.log1p(-0.5 * math.exp(above_zero)),
+        )
+
+    @property
+    def _p_minus_q(self) -> float:
+        return -0.5 * (math.expm1(-self.eps * (1 - self.theta) / 2) + math.expm1(-self.eps * self.theta / 2))
+
+
 @hookimpl
 def register_mechanisms(register):
     register(Rappor)
     register(OptimizedUnaryEncoding)
+    register(ThresholdedHistogramEncoding)
