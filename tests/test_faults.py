@@ -774,7 +774,7 @@ def test_check_estimate_of_a_genuine_file_reads_its_data_beside_it(small_results
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("x\n12345678901234567890123\n1\n", r"line 2: '12345678901234567890123' in column 'x' is not an integer"),
+        ("x\n12345678901234567890123\n1\n", r"line 2: '12345678901234567890123' in column 'x' has more than 18 digits"),
         ("x\n1\n2,3\n", r"Expected 1 fields in line 3, saw 2"),
         ("x\n1,2\n3,4\n", r"more fields in its rows than names in its header"),
     ],

@@ -271,8 +271,8 @@ def test_numeric_mean_is_unbiased_with_honest_standard_errors(name):
     for counts in rng.multinomial(2000, theta @ mech.matrix, size=200):
         obs = Observations.from_counts(domain, mech, np.arange(mech.output_size), counts)
         est = estimator.estimate(obs)
-        assert est.distribution @ domain.values == pytest.approx(np.clip(est.extras["mean"], 10, 40))
-        z.append((float(est.extras["mean"]) - theta @ domain.values) / float(est.extras["mean_se"]))
+        assert est.distribution @ domain.values == pytest.approx(np.clip(est.extras["numeric_mean"], 10, 40))
+        z.append((float(est.extras["numeric_mean"]) - theta @ domain.values) / float(est.extras["numeric_mean_se"]))
     z = np.array(z)
     assert abs(z.mean()) < 5 / math.sqrt(z.size)
     assert abs(z.std(ddof=1) - 1) < 5 / math.sqrt(2 * z.size)

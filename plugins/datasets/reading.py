@@ -188,7 +188,12 @@ def numbers(values: np.ndarray, table: Table, start: int, column: str, *, intege
         value = shown[i] if isinstance(shown[i], str) else f"{shown[i]:g}"
         if not value:
             raise table.error(f"line {line} has no value in column '{column}'", "fill or remove that row")
-        what = "an integer of at most 18 digits" if integer else "a number"
+        if integer and value.lstrip("+-").isdigit():
+            raise table.error(
+                f"line {line}: '{value}' in column '{column}' has more than 18 digits",
+                "integers must fit 64 bits; fix or remove that row",
+            )
+        what = "an integer" if integer else "a number"
         raise table.error(f"line {line}: '{value}' in column '{column}' is not {what}", "fix or remove that row")
     if parsed is None:
         return series.astype(np.int64).to_numpy()  # every value matched the integer pattern

@@ -5,7 +5,7 @@ estimate the users' mean as the average report; Square Wave after undoing its af
 mechanism's ``unbiased_mean`` does it on output cells (the cells' midpoints, ``E[y | cell]``: the
 same expectation, a variance no larger). This estimator combines them over report plans (each
 plan's users are an iid sample: weights by size; a user's several reports: their average) and
-records the value as the result variable ``mean``, with its standard error ``mean_se`` (from
+records the value as the result variable ``numeric_mean``, with its standard error ``numeric_mean_se`` (from
 the spread of the reports, sqrt(s^2 / n) per plan).
 
 An estimator returns a distribution: this one gives the least-spread distribution with that
@@ -28,8 +28,9 @@ class NumericMean(Estimator):
 
     name = "numeric-mean"
     outputs = (
-        Variable("mean", ("estimator", TASK), "unbiased estimate of the users' mean value", optional=True),
-        Variable("mean_se", ("estimator", TASK), "standard error of the unbiased mean", optional=True),
+        # not "mean": that is the label of the mean metric, whose scores are a variable of that name
+        Variable("numeric_mean", ("estimator", TASK), "unbiased estimate of the users' mean value", optional=True),
+        Variable("numeric_mean_se", ("estimator", TASK), "standard error of the unbiased mean", optional=True),
     )
 
     def check_setup(self, domain, plans) -> None:  # noqa: ANN001
@@ -57,7 +58,7 @@ class NumericMean(Estimator):
             variance += share**2 * float(np.mean(spreads)) / group.n
         return Estimate(
             _two_point(observations, total),
-            extras={"mean": total, "mean_se": math.sqrt(variance)},
+            extras={"numeric_mean": total, "numeric_mean_se": math.sqrt(variance)},
         )
 
 
