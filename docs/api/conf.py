@@ -22,7 +22,7 @@ numpydoc_show_class_members = False  # autodoc's :members: lists them once
 numpydoc_class_members_toctree = False
 numpydoc_validation_checks = {"GL08"}  # every documented public name has a docstring
 numpydoc_validation_exclude = {
-    r"\.(domain_kinds|unlimited_by|uncertainty)$",  # class attributes documented by their #: comment
+    r"\.(domain_kinds|unlimited_by|uncertainty|prior)$",  # class attributes documented by their #: comment
     r"^ldpsim\.(Integers|Grid|Categorical)\.(coords|distances|index|labels|spec)$",  # documented on Domain
 }
 nitpicky = False

@@ -133,7 +133,7 @@ def rank_one_plus_sparse(support, r: float) -> LinearOperator:  # noqa: ANN001  
 
 
 def constant_plus_intervals(runs: np.ndarray, size: int, r: float) -> LinearOperator:
-    """``H[d, x] = 1`` for ``runs[d, 0] <= x < runs[d, 1]``, else ``r``: O(|X| + D) per product by prefix sums.
+    """``H[d, x] = 1`` for ``runs[d, 0] <= x < runs[d, 1]``, else ``r``: ``O(|X| + D)`` per product by prefix sums.
 
     The likelihood of a numeric mechanism's output cell rescaled by its largest entry (the
     Piecewise and Square Wave mechanisms: density p on a value's band, q elsewhere, and the

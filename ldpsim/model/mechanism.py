@@ -271,7 +271,7 @@ class Mechanism(OnDomain):
         return None
 
     def _log_matrix(self) -> np.ndarray | None:
-        """The (|X|, |Z|) array of log P(z | x) in closed form (``-inf`` where impossible), or None."""
+        """The ``(|X|, |Z|)`` array of log P(z | x) in closed form (``-inf`` where impossible), or None."""
         return None
 
     # ------------------------------------------- rounds (overridden under these names)
@@ -525,12 +525,12 @@ class Mechanism(OnDomain):
         Parameters
         ----------
         theta
-            (|X|,) the users' empirical distribution.
+            ``(|X|,)`` the users' empirical distribution.
 
         Returns
         -------
         numpy.ndarray or None
-            |X| non-negative finite numbers; None if the mechanism gives no closed form.
+            ``|X|`` non-negative finite numbers; None if the mechanism gives no closed form.
         """
         if not self.capabilities.estimate_variance:
             return None
@@ -588,7 +588,7 @@ class Mechanism(OnDomain):
 
     @cached_property
     def log_matrix(self) -> np.ndarray | None:
-        """Read-only (|X|, |Z|) log P(z | x): the logarithm of :attr:`matrix`, and where an entry underflowed
+        """Read-only ``(|X|, |Z|)`` log P(z | x): the logarithm of :attr:`matrix`, and where an entry underflowed
         (0 or subnormal, below ~2.2e-308) the mechanism's closed form if it declares one (``_log_matrix``).
 
         Only the underflowed entries come from the closed form, so likelihoods elsewhere are those of the matrix.

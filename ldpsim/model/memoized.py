@@ -89,7 +89,7 @@ class MatrixChannel(Mechanism):
     domain
         The users' domain (one row per value).
     matrix
-        The (|X|, outputs) row-stochastic matrix.
+        The ``(|X|, outputs)`` row-stochastic matrix.
     label
         How the channel prints.
     """
@@ -103,6 +103,7 @@ class MatrixChannel(Mechanism):
 
     @property
     def privacy(self) -> Privacy:
+        """The LDP level the given matrix has."""
         with np.errstate(divide="ignore"):
             return Privacy("ldp", ldp_level(np.log(self._given).T))
 
@@ -130,7 +131,7 @@ class MemoizedMechanism(Mechanism):
 
     #: the claim is eps_inf, which holds for every number of rounds; eps_tau may be smaller
     tight_privacy: ClassVar[bool] = False
-    #: the dense likelihood costs |Z| per value and report: the structured one is never slower
+    #: the dense likelihood costs ``|Z|`` per value and report: the structured one is never slower
     structured_min_size = 0
 
     permanent_stage: Mechanism
@@ -271,6 +272,7 @@ class MemoizedMechanism(Mechanism):
     # ------------------------------------------------------------- privacy
     @property
     def privacy(self) -> Privacy:
+        """eps_inf, the permanent stage's level: what any number of rounds keeps."""
         return Privacy("ldp", self.permanent_level())
 
     def permanent_level(self) -> float:
@@ -516,6 +518,7 @@ class UnaryChannel(BitVectorMechanism):
 
     @property
     def privacy(self) -> Privacy:
+        """The unary encoding's LDP level: a value's bit and one other bit flip."""
         lp, l1p, lq, l1q = unary_log_probabilities(self.p, self.q)
         return Privacy("ldp", abs(lp - lq) + abs(l1q - l1p))
 
@@ -592,6 +595,7 @@ class MemoizedUnary(MemoizedMechanism):
 
     @property
     def round_width(self) -> int:
+        """Report columns per round: the words of one packed bit vector."""
         return self._words
 
     def _round_bits(self, p: float, q: float) -> tuple[float, float]:
@@ -599,6 +603,7 @@ class MemoizedUnary(MemoizedMechanism):
         return self.p1 * p + (1 - self.p1) * q, self.q1 * p + (1 - self.q1) * q
 
     def round_channel(self, t: int) -> Mechanism:
+        """Round ``t`` alone: a unary encoding whose bit probabilities compose both stages."""
         self._check_round(t, 0, self.rounds - 1)
         p, q = self._round_bits(*self.flips[t])
         return UnaryChannel(self.domain, p, q, f"{self.name} round {t + 1} channel")
@@ -607,9 +612,11 @@ class MemoizedUnary(MemoizedMechanism):
         return type(self)(self.domain, **{**self.get_params(), "rounds": t})
 
     def permanent_level(self) -> float:
+        """The permanent unary encoding's LDP level."""
         return self.permanent_stage.privacy.eps
 
     def round_outputs(self) -> list[int] | None:
+        """Outputs per round, 2^k bit vectors (None where that exceeds a word)."""
         k = self.domain.size
         return [1 << k] * self.rounds if k < WORD_BITS else None
 

@@ -58,7 +58,7 @@ class NumericMechanism(Mechanism):
         Returns
         -------
         numpy.ndarray
-            (len(y), |X|) the density of each report under each value (for an atom: its probability).
+            ``(len(y), |X|)`` the density of each report under each value (for an atom: its probability).
         """
         raise NotImplementedError
 
@@ -236,7 +236,7 @@ def band_cells(low: float, high: float, band_low: np.ndarray, band_high: np.ndar
 def band_matrix(
     left: np.ndarray, right: np.ndarray, band_low: np.ndarray, band_high: np.ndarray, p: float, q: float
 ) -> np.ndarray:
-    """(|X|, J) ``P(c | x) = width_c * (p if c is in x's band else q)``: densities q on the range, p on the band.
+    """``(|X|, J)`` ``P(c | x) = width_c * (p if c is in x's band else q)``: densities q on the range, p on the band.
 
     The band ends are compared as the same floats that cut the cells (:func:`band_cells`), so
     membership has no rounding.
