@@ -49,7 +49,15 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
         output_domain,
     )
     from .model.metric import Metric
-    from .model.numeric import NumericMechanism, band_cells, band_matrix, band_rows, piecewise_bands, runs_mask
+    from .model.numeric import (
+        BandMechanism,
+        NumericMechanism,
+        band_cells,
+        band_matrix,
+        band_rows,
+        piecewise_bands,
+        runs_mask,
+    )
     from .model.params import Configurable, Param
     from .model.privacy import Privacy, geo_level, ldp_level, lip_level
     from .model.variables import DOMAIN, POINT, ROUND, TASK, Variable
@@ -166,6 +174,7 @@ _LAZY: dict[str, str] = {
     "count_estimate_variance": "estimation.unbiased",
     "MemoryLimitError": "base.memory",
     "require_memory": "base.memory",
+    "BandMechanism": "model.numeric",
 }
 
 __all__ = [
@@ -268,6 +277,7 @@ __all__ = [
     "count_estimate_variance",
     "MemoryLimitError",
     "require_memory",
+    "BandMechanism",
 ]
 
 

@@ -224,6 +224,44 @@ class NumericMechanism(Mechanism):
         return var * (self.value_scale / self.mean_response()[1]) ** 2
 
 
+class BandMechanism(NumericMechanism):
+    """A numeric mechanism whose density is ``p`` on each value's band and ``q = p / e^eps`` elsewhere
+    (Piecewise, Square Wave). A subclass gives :attr:`bands`, :attr:`p`, :attr:`q` and ``_layout``;
+    the matrix, the likely subset and the band runs of the structured likelihood follow."""
+
+    @property
+    def bands(self) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) ends of every value's band."""
+        raise NotImplementedError
+
+    @property
+    def p(self) -> float:
+        """Density on a value's band."""
+        raise NotImplementedError
+
+    @property
+    def q(self) -> float:
+        """Density elsewhere on the output range."""
+        raise NotImplementedError
+
+    def _matrix(self) -> np.ndarray:
+        return band_matrix(*self.outputs, *self.bands, self.p, self.q)
+
+    def band_runs(self, reports: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(shift, runs)`` of reported cells: ``log(width * p)``, and the values whose band holds the
+        cell as ``[start, stop)`` runs; the likelihood is ``exp(shift)`` on the run, ``e^-eps`` times that
+        elsewhere (``ldpsim.constant_plus_intervals``)."""
+        z = reports[:, 0]
+        left, right = self.outputs
+        self.require_outputs(z, left.size)
+        return np.log((right - left)[z] * self.p), band_rows(left, right, *self.bands)[z]
+
+    def _likely_subset(self, reports: np.ndarray) -> np.ndarray | None:
+        z = np.unique(reports[:, 0])
+        self.require_outputs(z, self.outputs[0].size)
+        return runs_mask(band_rows(*self.outputs, *self.bands)[z], self.domain.size)
+
+
 def band_cells(low: float, high: float, band_low: np.ndarray, band_high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(left, right)``: the cells of [low, high] cut at every band end (bands clipped to the range).
 

@@ -23,23 +23,20 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ldpsim import (
-    NumericMechanism,
+    BandMechanism,
     Param,
     Privacy,
     band_cells,
-    band_matrix,
-    band_rows,
     constant_plus_intervals,
     hookimpl,
     piecewise_bands,
-    runs_mask,
 )
 
 if TYPE_CHECKING:  # scipy is imported where an operator is built: `ldpsim list` stays fast
     from scipy.sparse.linalg import LinearOperator
 
 
-class Piecewise(NumericMechanism):
+class Piecewise(BandMechanism):
     """Piecewise Mechanism (Wang et al., ICDE 2019): density e^eps times higher on a band around the value in [-1, 1]."""
 
     name = "piecewise"
@@ -76,20 +73,9 @@ class Piecewise(NumericMechanism):
     def _layout(self) -> tuple[np.ndarray, np.ndarray]:
         return band_cells(-self.bound, self.bound, *self.bands)
 
-    def _matrix(self) -> np.ndarray:
-        return band_matrix(*self.outputs, *self.bands, self.p, self.q)
-
     def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
-        z = reports[:, 0]
-        left, right = self.outputs
-        self.require_outputs(z, left.size)
-        runs = band_rows(left, right, *self.bands)[z]
-        return np.log((right - left)[z] * self.p), constant_plus_intervals(runs, self.domain.size, math.exp(-self.eps))
-
-    def _likely_subset(self, reports: np.ndarray) -> np.ndarray | None:
-        z = np.unique(reports[:, 0])
-        self.require_outputs(z, self.outputs[0].size)
-        return runs_mask(band_rows(*self.outputs, *self.bands)[z], self.domain.size)
+        shift, runs = self.band_runs(reports)
+        return shift, constant_plus_intervals(runs, self.domain.size, math.exp(-self.eps))
 
     def density(self, y: np.ndarray) -> np.ndarray:
         """The paper's density of y for each value: p on [l(t), r(t)], p / e^eps elsewhere in [-C, C]."""

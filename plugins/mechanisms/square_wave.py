@@ -22,15 +22,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ldpsim import (
-    NumericMechanism,
+    BandMechanism,
     Param,
     Privacy,
     band_cells,
-    band_matrix,
-    band_rows,
     constant_plus_intervals,
     hookimpl,
-    runs_mask,
 )
 
 if TYPE_CHECKING:  # scipy is imported where an operator is built: `ldpsim list` stays fast
@@ -43,7 +40,7 @@ def optimal_b(eps: float) -> float:
     return (eps * e - math.expm1(eps)) / (2 * e * (math.expm1(eps) - eps))
 
 
-class SquareWave(NumericMechanism):
+class SquareWave(BandMechanism):
     """Square Wave (Li et al., SIGMOD 2020): density e^eps times higher within b of the value mapped to [0, 1]."""
 
     name = "square_wave"
@@ -91,20 +88,9 @@ class SquareWave(NumericMechanism):
         b = self.half_width
         return band_cells(-b, 1 + b, *self.bands)
 
-    def _matrix(self) -> np.ndarray:
-        return band_matrix(*self.outputs, *self.bands, self.p, self.q)
-
     def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
-        z = reports[:, 0]
-        left, right = self.outputs
-        self.require_outputs(z, left.size)
-        runs = band_rows(left, right, *self.bands)[z]
-        return np.log((right - left)[z] * self.p), constant_plus_intervals(runs, self.domain.size, math.exp(-self.eps))
-
-    def _likely_subset(self, reports: np.ndarray) -> np.ndarray | None:
-        z = np.unique(reports[:, 0])
-        self.require_outputs(z, self.outputs[0].size)
-        return runs_mask(band_rows(*self.outputs, *self.bands)[z], self.domain.size)
+        shift, runs = self.band_runs(reports)
+        return shift, constant_plus_intervals(runs, self.domain.size, math.exp(-self.eps))
 
     def density(self, y: np.ndarray) -> np.ndarray:
         """The paper's density of y for each value: p within b of v, q elsewhere in [-b, 1 + b]."""
