@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..base.errors import EstimationError
 from ..model.domains import Domain
 from ..model.mechanism import Mechanism
 from ..model.params import Configurable, Param
@@ -251,6 +252,19 @@ class InversionEstimator(IntervalEstimator):
     """
 
     inverts_matrices: ClassVar[bool] = True
+
+    def check_setup(self, domain: Domain, plans: Sequence[tuple[Mechanism, ...]]) -> None:
+        """Refuse a plan with neither its own unbiased estimate nor a finite matrix to invert."""
+        super().check_setup(domain, plans)
+        for plan in plans:
+            if len(plan) == 1 and plan[0].capabilities.unbiased_estimate:
+                continue  # the mechanism's own unbiased estimate (it may still invert where it has none)
+            for mech in plan:
+                if mech.output_count() is None and mech.matrix is None:
+                    raise EstimationError(
+                        f"matrix inversion needs mechanisms with a finite matrix; {mech!r} has none",
+                        hint="use ibu for this mechanism",
+                    )
 
     def _postprocess(self, unbiased: np.ndarray) -> np.ndarray:
         raise NotImplementedError

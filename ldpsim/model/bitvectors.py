@@ -61,6 +61,17 @@ class BitVectorMechanism(Mechanism):
             rows = slice(start, min(start + step, reports.shape[0]))
             yield rows, self.unpack_bits(reports[rows])
 
+    def bit_frequencies(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """Share of the users (``counts`` per distinct report) whose report sets each bit: the statistic of
+        the unary encodings' unbiased estimates, ``E = q + (p - q) theta``."""
+        reports = self.checked_bits(reports)
+        counts = np.asarray(counts, dtype=float)
+        ones = np.zeros(self.domain.size)
+        for rows, bits in self.bit_chunks(reports):
+            # einsum, not @: a BLAS call on long vectors spins threads and crawls on a busy machine
+            ones += np.einsum("d,dx->x", counts[rows], bits)
+        return ones / counts.sum()
+
     def bit_matrix(self, reports: np.ndarray) -> Any:
         """The (D, k) 0/1 scipy CSR matrix B[d, x] = bit x of report d, built in bounded chunks."""
         from scipy.sparse import csr_matrix

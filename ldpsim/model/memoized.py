@@ -544,6 +544,10 @@ class UnaryChannel(BitVectorMechanism):
             out[rows] = (ones * lq + (k - ones) * l1q)[:, None] + np.where(bits, lp - lq, l1p - l1q)
         return out
 
+    def _unbiased_estimate(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        # E[share of set bit x] = q + (p - q) theta_x, as for OUE: what per-round inversion inverts
+        return (self.bit_frequencies(reports, counts) - self.q) / (self.p - self.q)
+
     def _matrix(self) -> np.ndarray | None:
         k = self.domain.size
         if k > 12:

@@ -738,9 +738,10 @@ def summary_table(ds) -> Table:  # noqa: ANN001
 
     rows = summarize(ds)
     metrics = score_names(ds)
-    sweeps = sweep_dims(ds)
+    sweeps = sweep_dims(ds) + (["round"] if "round" in ds.dims else [])  # a row per round estimated after
     reps = ds.sizes["rep"]
-    table = Table(title=f"error: mean ± sd over {reps} repetition{'s' * (reps != 1)}", title_justify="left")
+    # not "error: ...": log scanners take a line starting so for a failure
+    table = Table(title=f"scores: mean ± sd over {reps} repetition{'s' * (reps != 1)}", title_justify="left")
     extra = summary_variables(ds)
     lines = []
     for row in rows:

@@ -131,13 +131,7 @@ class UnaryEncoding(BitVectorMechanism):
 
     def _unbiased_estimate(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray:
         # Kairouz, Bonawitz & Ramage (ICML 2016) / Wang et al. (2017): E[C_x / n] = q + (p - q) theta_x.
-        reports = self.checked_bits(reports)
-        counts = np.asarray(counts, dtype=float)
-        ones = np.zeros(self.domain.size)
-        for rows, bits in self.bit_chunks(reports):
-            # einsum, not @: a BLAS call on long vectors spins threads and crawls on a busy machine
-            ones += np.einsum("d,dx->x", counts[rows], bits)
-        return (ones / counts.sum() - self.q) / self._p_minus_q
+        return (self.bit_frequencies(reports, counts) - self.q) / self._p_minus_q
 
     def _estimate_variance(self, theta: np.ndarray) -> np.ndarray:
         """Wang et al. 2017: bit x is set w.p. p for a user holding x, q for the others."""
