@@ -317,20 +317,41 @@ class CountMeanSketch(SketchFamily):
         return self._shift(ones)[:, None] - np.where(support, 0.0, self.eps)
 
     def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
+        """The support ``v_d[h_j(x)]`` as the product R G of two sparse matrices, never a (reports x values) array:
+        R[d, (j_d, b)] = v_d[b] (each report's bits in its hash's block) and G[(j, h_j(x)), x] = 1."""
         from scipy.sparse import csr_matrix
+        from scipy.sparse.linalg import aslinearoperator
 
-        ones, support = self._support(reports)
-        return self._shift(ones), rank_one_plus_sparse(csr_matrix(support.astype(float)), math.exp(-self.eps))
+        j, bits = self._checked(reports)
+        k, m = self.domain.size, self.buckets
+        rows, cols = np.nonzero(bits)
+        require_memory(16.0 * rows.size, f"the {rows.size} set bits of the reports of {self.name}", hint="fewer users")
+        spread = csr_matrix((np.ones(rows.size), (rows, j[rows] * m + cols)), shape=(j.size, self.hashes * m))
+        hashed = csr_matrix(
+            (
+                np.ones(self.hashes * k),
+                ((np.arange(self.hashes)[:, None] * m + self.table).ravel(), np.tile(np.arange(k), self.hashes)),
+            ),
+            shape=(self.hashes * m, k),
+        )
+        support = aslinearoperator(spread) @ aslinearoperator(hashed)
+        return self._shift(bits.sum(axis=1)), rank_one_plus_sparse(support, math.exp(-self.eps))
 
     def _unbiased_estimate(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
-        if self._collision_factor is None:
-            self._checked(reports)
-            return None
-        j, bits = self._checked(reports)
         counts = np.asarray(counts, dtype=float)
-        ones = np.zeros((self.hashes, self.buckets))
-        np.add.at(ones, j, counts[:, None] * bits)  # reports setting bucket b with hash j
-        per_hash = np.bincount(j, weights=counts, minlength=self.hashes)
+        ones = np.zeros((self.hashes, self.buckets))  # count-weighted reports of hash j setting bucket b
+        per_hash = np.zeros(self.hashes)
+        step = max(1, self.chunk_elements // self.buckets)  # bounded (reports x m) temporaries
+        for start in range(0, reports.shape[0], step):
+            j, bits = self._checked(reports[start : start + step])
+            weights = counts[start : start + step]
+            rows, cols = np.nonzero(bits)
+            ones += np.bincount(j[rows] * self.buckets + cols, weights=weights[rows], minlength=ones.size).reshape(
+                ones.shape
+            )
+            per_hash += np.bincount(j, weights=weights, minlength=self.hashes)
+        if self._collision_factor is None:
+            return None
         # Apple's sketch row j: sum of c (v - 1/2) + 1/2 over the reports of hash j
         sketch = self.c_eps * (ones - per_hash[:, None] / 2) + per_hash[:, None] / 2
         return self._solve(sketch[np.arange(self.hashes)[:, None], self.table].sum(axis=0) / counts.sum())
