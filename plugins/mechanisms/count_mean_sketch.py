@@ -1,7 +1,6 @@
 """Apple's count-mean sketches CMS and HCMS (Apple's Differential Privacy Team, "Learning with privacy at scale", 2017).
 
-HCMS.
-The collector fixes a family of ``hashes`` functions h_j(x) = ((a_j x + b_j) mod P) mod m of the
+HCMS. The collector fixes a family of ``hashes`` functions h_j(x) = ((a_j x + b_j) mod P) mod m of the
 Carter-Wegman family (P = 2^31 - 1), drawn once from ``family_seed``, into m = ``buckets``
 buckets (a power of 2). A user holding x draws j uniformly among the hashes and l uniformly in
 0..m-1, and reports (j, l, y): y the parity bit of the Hadamard coefficient
@@ -20,7 +19,7 @@ The paper debiases with ``m / (m - 1) (s / n - 1 / m)``, exact only if C[x, x'] 
 x != x' (fresh hashes); for a fixed family it is biased by O(1/sqrt(hashes)). Here, as in FLH, the
 family's own collision system is solved, ``theta_hat = C^-1 s / n``. (With ideal collisions the paper's
 estimate is unbiased too, but it subtracts the supports' expected total where C^-1 uses the observed
-one, and varies more.) C = B B^T / hashes (B the one-hot hashes) is positive definite unless the
+one, and varied more wherever tested.) C = B B^T / hashes (B the one-hot hashes) is positive definite unless the
 family cannot tell the values apart (``hashes (m - 1) + 1 < k``, or two values colliding on every
 hash): then no unbiased estimate exists, and GIBU still gives the MLE. Since ``E[s s^T] = c_eps^2 C``
 whatever the user's value, ``n Var[theta_hat_x] = c_eps^2 (C^-1)_xx - theta_x``.
