@@ -38,6 +38,8 @@ BUILT_IN = [
     ("square_wave", FOUR, {"eps": 1.0}),
     ("blh", FOUR, {"eps": 1.0}),
     ("flh", FOUR, {"eps": 1.0, "hashes": 20}),
+    ("hcms", FOUR, {"eps": 1.0, "hashes": 8, "buckets": 8}),
+    ("cms", FOUR, {"eps": 1.0, "hashes": 8, "buckets": 8}),
     ("the", FOUR, {"eps": 1.0}),
     ("she", FOUR, {"eps": 1.0}),
     ("matrix", Categorical(values=["a", "b"]), {"rows": [[0.6, 0.4], [0.3, 0.7]]}),

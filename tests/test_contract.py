@@ -52,6 +52,8 @@ EXAMPLES = {
     "hadamard": (LINE, {"eps": 1.0}),
     "blh": (LINE, {"eps": 1.0}),
     "flh": (LINE, {"eps": 1.0, "hashes": 20}),
+    "hcms": (LINE, {"eps": 1.0, "hashes": 8, "buckets": 8}),
+    "cms": (LINE, {"eps": 1.0, "hashes": 8, "buckets": 8}),
     "she": (Integers(low=0, high=5), {"eps": 1.0}),
     "the": (Integers(low=0, high=5), {"eps": 1.0}),
     "lip": (Integers(low=0, high=2), {"eps": 2.0, "prior": [0.2, 0.3, 0.5]}),
@@ -102,6 +104,8 @@ CAPABILITIES = {
     "olh": {"structured_likelihood", "unbiased_estimate", "estimate_variance"},
     "blh": {"structured_likelihood", "unbiased_estimate", "estimate_variance"},
     "flh": {"structured_likelihood", "unbiased_estimate", "output_count", "estimate_variance"},
+    "hcms": {"unbiased_estimate", "output_count", "estimate_variance"},
+    "cms": {"structured_likelihood", "unbiased_estimate", "estimate_variance"},
     "she": {"structured_likelihood", "unbiased_estimate", "estimate_variance"},
     "the": {"structured_likelihood", "unbiased_estimate", "likely_subset", "estimate_variance"},
     "subset_selection": {
@@ -153,6 +157,7 @@ ALWAYS_STRUCTURED = {
     "loloha",
     "the",
     "blh",
+    "cms",
 }
 
 
