@@ -139,3 +139,18 @@ def test_bad_parameters_are_refused_in_one_line(params, field):
         mech(4, **params)
     assert info.value.field == field
     assert "\n" not in str(info.value)
+
+
+def test_the_longitudinal_scenario_runs_rappor_and_dbitflip():
+    """Both run in the shipped sweep: whole-sequence MLE and the per-round baselines after every round."""
+    from pathlib import Path
+
+    import ldpsim
+
+    scenario = Path(__file__).resolve().parents[1] / "scenarios" / "longitudinal.toml"
+    ds = ldpsim.run_scenario(scenario, users=2000, repetitions=1)
+    levels = ds["privacy_over_time"].sel(cohort="everyone")
+    rappor = levels.sel(protocol="rappor-deployed").values
+    assert rappor[0] == pytest.approx(1.0, abs=1e-6) and rappor[2] == pytest.approx(2.0, abs=1e-6)
+    assert list(levels.sel(protocol="dbitflip").values) == [2.0, 2.0, 2.0]
+    assert bool(np.isfinite(ds["tv"].sel(protocol=["rappor-deployed", "dbitflip"])).all())
