@@ -233,7 +233,7 @@ def _domain_of_size(name, size):
 
 
 #: memoized mechanisms take other parameters (eps_inf, eps_1) and use their structured likelihood on
-#: every domain: tests/test_longitudinal.py checks them
+#: every domain: tests/test_longitudinal.py, test_rappor_deployed.py and test_dbitflip.py check them
 MEMOIZED = {"memoized", "l-grr", "l-sue", "l-oue", "l-osue", "l-soue", "loloha", "rappor-deployed", "dbitflip"}
 STRUCTURED = sorted(n for n, caps in CAPABILITIES.items() if "structured_likelihood" in caps and n not in MEMOIZED)
 
