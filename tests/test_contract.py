@@ -66,6 +66,8 @@ EXAMPLES = {
     "l-osue": (Integers(low=0, high=2), {"eps_inf": 3.0, "eps_1": 1.0, "rounds": 2}),
     "l-soue": (Integers(low=0, high=2), {"eps_inf": 3.0, "eps_1": 1.0, "rounds": 2}),
     "loloha": (LINE, {"eps_inf": 3.0, "eps_1": 1.0, "rounds": 2}),
+    "dbitflip": (LINE, {"eps": 2.0, "buckets": 5, "d": 2, "rounds": 3}),
+    "rappor-deployed": (LINE, {"bits": 16, "hashes": 2, "cohorts": 4, "rounds": 3}),
     "duchi": (LINE, {"eps": 1.0}),
     "piecewise": (LINE, {"eps": 1.0}),
     "hybrid": (LINE, {"eps": 1.0}),
@@ -137,6 +139,8 @@ CAPABILITIES = {
     "l-osue": {"structured_likelihood", "rounds"},
     "l-soue": {"structured_likelihood", "rounds"},
     "loloha": {"structured_likelihood", "rounds"},
+    "rappor-deployed": {"structured_likelihood", "rounds", "unbiased_estimate"},
+    "dbitflip": {"structured_likelihood", "rounds", "unbiased_estimate"},
     "duchi": {"output_count"},
     "piecewise": {"structured_likelihood", "likely_subset", "output_count"},
     "hybrid": {"output_count"},
@@ -155,6 +159,8 @@ ALWAYS_STRUCTURED = {
     "l-osue",
     "l-soue",
     "loloha",
+    "rappor-deployed",
+    "dbitflip",
     "the",
     "blh",
     "cms",
@@ -232,8 +238,8 @@ def _domain_of_size(name, size):
 
 
 #: memoized mechanisms take other parameters (eps_inf, eps_1) and use their structured likelihood on
-#: every domain: tests/test_longitudinal.py checks them
-MEMOIZED = {"memoized", "l-grr", "l-sue", "l-oue", "l-osue", "l-soue", "loloha"}
+#: every domain: tests/test_longitudinal.py, test_rappor_deployed.py and test_dbitflip.py check them
+MEMOIZED = {"memoized", "l-grr", "l-sue", "l-oue", "l-osue", "l-soue", "loloha", "rappor-deployed", "dbitflip"}
 STRUCTURED = sorted(n for n, caps in CAPABILITIES.items() if "structured_likelihood" in caps and n not in MEMOIZED)
 
 
