@@ -157,3 +157,23 @@ def test_help_and_the_cli_module_load_no_plugin_registry_nor_numpy():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_registry_reads_each_distributions_metadata_once(monkeypatch):
+    """Parsing metadata per entry point was half of ``ldpsim list``: once per distribution is enough."""
+    import importlib.metadata as im
+
+    from ldpsim.plugin.registry import Registry
+
+    reads = []
+    original = im.Distribution.metadata
+
+    def counted(self):  # noqa: ANN001, ANN202
+        reads.append(getattr(self, "_path", self))
+        return original.fget(self)
+
+    monkeypatch.setattr(im.Distribution, "metadata", property(counted))
+    registry = Registry.from_entry_points()
+    assert registry.entries("mechanism") and len(reads) == len(set(reads))
+    entry = registry.entries("mechanism")[0]
+    assert entry.distribution == "ldpsim" and entry.version == im.version("ldpsim")
