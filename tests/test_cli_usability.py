@@ -11,6 +11,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -177,3 +178,16 @@ def test_the_registry_reads_each_distributions_metadata_once(monkeypatch):
     assert registry.entries("mechanism") and len(reads) == len(set(reads))
     entry = registry.entries("mechanism")[0]
     assert entry.distribution == "ldpsim" and entry.version == im.version("ldpsim")
+
+
+def test_an_infinite_score_is_one_warning_line_naming_the_metric(results, tmp_path):
+    ds = ldpsim.results.io.open_results(results).load()
+    ds["tv"][{"rep": 0}] = np.inf
+    path = ldpsim.results.io.save_results(ds, tmp_path / "inf.nc")
+    done = runner.invoke(app, ["show", str(path), "--format", "json"])
+    assert done.exit_code == 0, done.stderr
+    assert all(r["tv_mean"] is None and r["tv_sd"] is None for r in json.loads(done.stdout))  # JSON has no inf
+    n = ds["tv"].size
+    assert done.stderr.strip().splitlines() == [
+        f"warning: metric 'tv' is infinite in {n // 2} of {n} scores; their rows show inf (mean) and nan (sd)"
+    ]

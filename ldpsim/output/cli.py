@@ -7,6 +7,7 @@ with code 2; nothing is written in that case.
 from __future__ import annotations
 
 import json
+import math
 import signal
 import threading
 import time
@@ -60,9 +61,8 @@ def user_errors(prefix: str = "") -> Iterator[None]:
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
-    from ..plugin.registry import PluginWarning  # loaded by then: only plugins warn
-
-    label = "warning" if issubclass(category, PluginWarning) else category.__name__
+    # ldpsim's own warnings (PluginWarning, ScoreWarning) read "warning: ..."; others keep their class name
+    label = "warning" if category.__module__.startswith("ldpsim.") else category.__name__
     err.print(f"{label}: {message}", markup=False, soft_wrap=True)
 
 
@@ -832,7 +832,11 @@ def print_summary(ds, fmt: SummaryFormat) -> None:  # noqa: ANN001
         return
     records = summary_records(ds)
     if fmt is SummaryFormat.json:
-        print(json.dumps(records, indent=1, allow_nan=False))
+        # JSON has no inf or nan: null, as pandas' to_json writes them
+        finite = [
+            {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in r.items()} for r in records
+        ]
+        print(json.dumps(finite, indent=1, allow_nan=False))
         return
     columns = list(records[0]) if records else []
     if fmt is SummaryFormat.csv:
