@@ -253,6 +253,7 @@ def run(
         return
 
     target = output if output is not None else Path(f"{scenario.stem}.nc")
+    resumed = finished_tasks(target) if resume else 0  # runs the checkpoint holds: not run again
     started = time.perf_counter()
     with interrupt_once(), user_errors(f"{scenario}: "), run_flags():
         try:
@@ -273,16 +274,18 @@ def run(
             if not kept:
                 raise
             err.print(
-                f"interrupted; {kept} finished runs are kept in {checkpoint_dir(target)}: add --resume to continue",
+                f"interrupted; {kept} finished run{_s(kept)} {'is' if kept == 1 else 'are'} kept in"
+                f" {checkpoint_dir(target)}: add --resume to continue",
                 markup=False,
                 soft_wrap=True,
             )
             raise typer.Exit(130) from None
     if not quiet:
         print_summary(ds, format_)
-    tasks = ds.sizes["rep"] * int(_grid_size(ds))
+    ran = ds.sizes["rep"] * int(_grid_size(ds)) - resumed
+    took = f"{ran} run{_s(ran)} in {time.perf_counter() - started:.1f} s" + (f" + {resumed} resumed" if resumed else "")
     err.print(
-        f"wrote {target} ({tasks} run{_s(tasks)} in {time.perf_counter() - started:.1f} s, seed {int(ds.attrs['seed'])})",
+        f"wrote {target} ({took}, seed {int(ds.attrs['seed'])})",
         markup=False,
         soft_wrap=True,
     )
