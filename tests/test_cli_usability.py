@@ -191,3 +191,33 @@ def test_an_infinite_score_is_one_warning_line_naming_the_metric(results, tmp_pa
     assert done.stderr.strip().splitlines() == [
         f"warning: metric 'tv' is infinite in {n // 2} of {n} scores; their rows show inf (mean) and nan (sd)"
     ]
+
+
+def test_avg_mse_takes_its_number_of_users_from_the_run():
+    from ldpsim.running.scenario import load_scenario
+
+    path = ROOT / "scenarios" / "002-fig7-histogram.toml"
+    assert "avg-mse.users" not in path.read_text()  # written once: the run's users
+    scenario = load_scenario(path, {"users": 300})
+    setup = scenario.builder.setup(next(iter(scenario.points())), scenario.axes)
+    assert setup.users == 300 and setup.metrics["avg-mse"].users == 300
+
+
+def test_a_stale_avg_mse_users_is_refused_with_the_fix():
+    from ldpsim.running.scenario import load_scenario
+
+    path = ROOT / "scenarios" / "002-fig7-histogram.toml"
+    with pytest.raises(
+        ScenarioError, match=r"metrics\.avg-mse\.users: is 2000, the run's users is 300; leave users out"
+    ):
+        scenario = load_scenario(path, {"users": 300, "metrics.avg-mse.users": 2000})
+        scenario.builder.setup(next(iter(scenario.points())), scenario.axes)
+
+
+def test_avg_mse_called_directly_needs_users():
+    from ldpsim import ParameterError, get_registry
+    from ldpsim.model.domains import parse_domain
+
+    metric = get_registry().create("metric", "avg-mse")
+    with pytest.raises(ParameterError, match=r"users: is not set"):
+        metric.check_domain(parse_domain("integers:0..1"))
