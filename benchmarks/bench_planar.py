@@ -2,7 +2,7 @@
 
     python benchmarks/bench_planar.py
 
-24 x 16 cells of 0.5 km, eps from 0.2 to 6 per km (001 Fig. 10's range). No peer library has
+16 x 24 (rows x cols) cells of 0.5 km, eps from 0.2 to 6 per km (001 Fig. 10's range). No peer library has
 planar geo-indistinguishable mechanisms, so there is nothing to compare with: the point is that
 a sweep over eps costs milliseconds per point. A measurement, not a test.
 """

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import pickle
+import re
 import sys
 
 import numpy as np
@@ -168,6 +169,7 @@ def test_the_cli_resumes_and_cleans_up(tmp_path):
     done = cli.invoke(app, ["run", str(scenario), "-o", str(out), "-e", "serial", "-q", "--resume"])
     assert done.exit_code == 0, done.output
     assert out.exists() and not checkpoint_dir(out).exists()
+    assert re.search(r"\(2 runs in [\d.]+ s, seed 3\)$", done.output.strip()), done.output  # none resumed
 
 
 def test_cli_option_errors_are_one_line_naming_the_flag(tmp_path):
@@ -401,8 +403,7 @@ def test_the_cli_keeps_the_finished_runs_of_an_interrupted_run(tmp_path, monkeyp
     done = cli.invoke(app, ["run", str(scenario), "-o", str(out), "-e", "serial", "-q"])
     assert done.exit_code == 130
     assert (
-        done.output.strip()
-        == f"interrupted; 1 finished runs are kept in {checkpoint_dir(out)}: add --resume to continue"
+        done.output.strip() == f"interrupted; 1 finished run is kept in {checkpoint_dir(out)}: add --resume to continue"
     )
     assert finished_tasks(out) == 1 and not out.exists()
 
@@ -410,6 +411,8 @@ def test_the_cli_keeps_the_finished_runs_of_an_interrupted_run(tmp_path, monkeyp
     done = cli.invoke(app, ["run", str(scenario), "-o", str(out), "-e", "serial", "-q", "--resume"])
     assert done.exit_code == 0, done.output
     assert out.exists() and not checkpoint_dir(out).exists()
+    # 2 repetitions of one sweep point: the finished run is resumed, not run again nor counted as run now
+    assert re.search(r"\(1 run in [\d.]+ s \+ 1 resumed, seed 3\)$", done.output.strip()), done.output
 
 
 # --- batches: a sweep of small runs costs a few dispatches and checkpoint files -------------------

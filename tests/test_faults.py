@@ -449,7 +449,7 @@ def test_the_cli_under_a_file_size_limit_says_so_in_one_line_and_leaves_no_tempo
     )
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr
-    assert "could not write" in lines[0] and "finished runs are kept in" in lines[0]
+    assert "could not write" in lines[0] and "finished run" in lines[0]
     assert not (tmp_path / "small.nc").exists() and hidden(tmp_path) == []
     done = subprocess.run(
         [*command, "run", str(scenario), "-o", str(tmp_path / "small.nc"), "-q", "-e", "serial", "--resume"],

@@ -548,7 +548,7 @@ def test_planar_exact_level_is_within_the_claim(name, domain, eps, window):
 
 
 def test_gowalla_grid_matrices():
-    # 001 Sec. IX-B/C: 24 x 16 cells of 0.5 km, eps 0.2 .. 6 per km (build times: benchmarks/bench_planar.py)
+    # 001 Sec. IX-B/C: 16 x 24 (rows x cols) cells of 0.5 km, eps 0.2 .. 6 per km (build times: benchmarks/bench_planar.py)
     grid = Grid(rows=24, cols=16, cell=0.5)
     for name in ("planar-geometric", "planar-laplace"):
         for eps in (0.2, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0):

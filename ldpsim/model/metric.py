@@ -32,6 +32,9 @@ class Metric(Configurable):
     #: outputs of the estimate the metric reads (an interval's ``lower`` and ``upper``); such a metric
     #: implements :meth:`_compute_from` and scores NaN where an estimator did not give them
     reads: ClassVar[tuple[str, ...]] = ()
+    #: parameters a scenario fills from the run when it does not give them; ``"users"``: the run's
+    #: number of users (a metric sees distributions, not counts, yet 002's E/N needs N)
+    from_run: ClassVar[tuple[str, ...]] = ()
 
     def _check_domain(self, domain: Domain) -> None:
         """Further checks of the domain against the parameters; raise ParameterError."""

@@ -7,12 +7,14 @@ with code 2; nothing is written in that case.
 from __future__ import annotations
 
 import json
+import math
 import signal
 import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -32,7 +34,6 @@ from rich.table import Table
 from typer.core import TyperCommand, TyperOption
 
 from ..base.errors import LdpsimError, did_you_mean
-from ..plugin.registry import KINDS, PluginWarning, get_registry
 
 USER_ERROR = 2
 app = typer.Typer(
@@ -60,7 +61,8 @@ def user_errors(prefix: str = "") -> Iterator[None]:
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
-    label = "warning" if issubclass(category, PluginWarning) else category.__name__
+    # ldpsim's own warnings (PluginWarning, ScoreWarning) read "warning: ..."; others keep their class name
+    label = "warning" if category.__module__.startswith("ldpsim.") else category.__name__
     err.print(f"{label}: {message}", markup=False, soft_wrap=True)
 
 
@@ -92,6 +94,8 @@ RUN_FLAGS = {"executor": "--executor", "workers": "--workers", "scheduler": "--s
 
 def executor_help() -> str:
     """The ``--executor`` help: every registered executor, with its one-line description."""
+    from ..plugin.registry import get_registry
+
     entries = get_registry().entries("executor")
     described = " ".join(f"{e.name}: {e.cls.summary()}" for e in entries)
     return escape(f"where the runs go (default processes, or dask with --scheduler). {described}")
@@ -108,8 +112,12 @@ class _RunCommand(TyperCommand):
 
 
 @contextmanager
-def progress_bar(description: str, quiet: bool) -> Iterator[Callable[[int, int], None]]:
-    """A progress callback drawing a bar on stderr from the first task on (not while the scenario is checked)."""
+def progress_bar(description: str, quiet: bool, delay: float = 0.0) -> Iterator[Callable[[int, int], None]]:
+    """A progress callback drawing a bar on stderr from the first task on (not while the scenario is checked).
+
+    With ``delay``, the bar appears only once that many seconds have passed, so a quick command prints nothing.
+    """
+    opened = time.perf_counter()
     bar = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -124,6 +132,8 @@ def progress_bar(description: str, quiet: bool) -> Iterator[Callable[[int, int],
 
     def update(done: int, total: int) -> None:
         if not task:
+            if time.perf_counter() - opened < delay:
+                return
             bar.start()
             task.append(bar.add_task(description, total=total))
         bar.update(task[0], completed=done, total=total)
@@ -171,6 +181,26 @@ def run_flags() -> Iterator[None]:
         raise type(exc)(exc.problem, field=RUN_FLAGS[exc.field], hint=exc.hint) from None
 
 
+class SummaryFormat(StrEnum):
+    """How ``run`` and ``show`` print the summary: a table for people, the others for programs and documents."""
+
+    table = "table"
+    csv = "csv"
+    json = "json"
+    markdown = "markdown"
+
+
+FormatOption = Annotated[
+    SummaryFormat,
+    typer.Option(
+        "--format",
+        "-f",
+        case_sensitive=False,
+        help="summary as a table, csv, json (one record per row; means and sds in full precision) or markdown",
+    ),
+]
+
+
 @app.command(cls=_RunCommand)
 def run(
     scenario: Annotated[Path, typer.Argument(help="scenario TOML file")],
@@ -201,6 +231,7 @@ def run(
         bool, typer.Option("--resume", help="skip the runs an interrupted run finished (kept in <output>.partial)")
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar or summary")] = False,
+    format_: FormatOption = SummaryFormat.table,
     force: Annotated[
         bool, typer.Option("--force", help="replace the output even if it is not an ldpsim results file")
     ] = False,
@@ -222,6 +253,7 @@ def run(
         return
 
     target = output if output is not None else Path(f"{scenario.stem}.nc")
+    resumed = finished_tasks(target) if resume else 0  # runs the checkpoint holds: not run again
     started = time.perf_counter()
     with interrupt_once(), user_errors(f"{scenario}: "), run_flags():
         try:
@@ -242,16 +274,18 @@ def run(
             if not kept:
                 raise
             err.print(
-                f"interrupted; {kept} finished runs are kept in {checkpoint_dir(target)}: add --resume to continue",
+                f"interrupted; {kept} finished run{_s(kept)} {'is' if kept == 1 else 'are'} kept in"
+                f" {checkpoint_dir(target)}: add --resume to continue",
                 markup=False,
                 soft_wrap=True,
             )
             raise typer.Exit(130) from None
     if not quiet:
-        out.print(summary_table(ds))
-    tasks = ds.sizes["rep"] * int(_grid_size(ds))
+        print_summary(ds, format_)
+    ran = ds.sizes["rep"] * int(_grid_size(ds)) - resumed
+    took = f"{ran} run{_s(ran)} in {time.perf_counter() - started:.1f} s" + (f" + {resumed} resumed" if resumed else "")
     err.print(
-        f"wrote {target} ({tasks} run{_s(tasks)} in {time.perf_counter() - started:.1f} s, seed {int(ds.attrs['seed'])})",
+        f"wrote {target} ({took}, seed {int(ds.attrs['seed'])})",
         markup=False,
         soft_wrap=True,
     )
@@ -320,6 +354,8 @@ def list_plugins(
     ] = None,
 ) -> None:
     """List the installed plugins, or document one: `ldpsim list krr`."""
+    from ..plugin.registry import KINDS, get_registry
+
     with user_errors():
         registry = get_registry()
         kinds = list(KINDS)
@@ -404,12 +440,18 @@ def write_template(name: str, template: str = "basic") -> Path:
 
 
 @app.command()
-def show(results: Annotated[Path, typer.Argument(help="results file written by `ldpsim run`")]) -> None:
-    """Describe a results file: provenance and a summary of the errors."""
+def show(
+    results: Annotated[Path, typer.Argument(help="results file written by `ldpsim run`")],
+    format_: FormatOption = SummaryFormat.table,
+) -> None:
+    """Describe a results file: provenance and a summary of the errors (only the summary with --format other than table)."""
     from ..results.io import open_results
 
     with user_errors():
         ds = open_results(results)
+    if format_ is not SummaryFormat.table:
+        print_summary(ds, format_)
+        return
     a = ds.attrs
     out.print(f"[bold]{escape(str(a.get('title', '?')))}[/bold]  {escape(str(a.get('description', '')))}")
     seeds = sorted({int(s) for s in ds["seed"].values}) if "seed" in ds.coords else [a.get("seed", "?")]
@@ -550,7 +592,8 @@ def check_mechanism_cmd(
 
     from ..base.errors import ParameterError
     from ..model.domains import parse_domain
-    from ..running.paths import parse_override
+    from ..plugin.registry import get_registry
+    from ..running.paths import parse_override, parse_value
     from ..theory.diagnostics import mechanism_report
 
     with user_errors():
@@ -563,13 +606,15 @@ def check_mechanism_cmd(
             raise ParameterError(exc.problem, field=field, hint=exc.hint) from None
         vector = None
         if prior is not None:
+            # the same value syntax as --param (a comma list or a TOML list), so --param prior=... reads alike
+            value = parse_value(prior, "--prior")
             try:
                 vector = (
                     np.full(dom.size, 1 / dom.size)
-                    if prior == "uniform"
-                    else np.array([float(v) for v in prior.split(",")])
+                    if value == "uniform"
+                    else np.array(value if isinstance(value, list) else [value], dtype=float)
                 )
-            except ValueError:
+            except (TypeError, ValueError):
                 raise LdpsimError(
                     f"'{prior}' is not a list of numbers", field="--prior", hint="write e.g. 0.2,0.3,0.5"
                 ) from None
@@ -598,9 +643,9 @@ def check_estimate_cmd(
     from ..results.scores import sweep_dims
     from ..running.recheck import check_results
 
-    with user_errors():
+    with user_errors(), progress_bar(results.stem, quiet=False, delay=1.0) as progress:
         ds = open_results(results)
-        rows = check_results(ds, scenario_dir)
+        rows = check_results(ds, scenario_dir, progress=progress)
     sweeps = sweep_dims(ds)
     groups: dict[tuple, list] = {}
     for row in rows:
@@ -760,6 +805,62 @@ def summary_table(ds) -> Table:  # noqa: ANN001
     return table
 
 
+def summary_records(ds) -> list[dict[str, Any]]:  # noqa: ANN001
+    """The summary rows as flat records: sweep labels, estimator, ``<metric>_mean``, ``<metric>_sd``, the extras.
+
+    An sd that is undefined (one repetition) is None, so JSON stays valid and CSV leaves the cell empty.
+    """
+    from ..results.scores import score_names
+    from ..results.summary import summarize
+
+    metrics = set(score_names(ds))
+    records = []
+    for row in summarize(ds):
+        record: dict[str, Any] = {}
+        for key, value in row.items():
+            if key in metrics:
+                mean, sd = value
+                record[f"{key}_mean"] = float(mean)
+                record[f"{key}_sd"] = None if sd != sd else float(sd)
+            else:
+                record[key] = value.item() if hasattr(value, "item") else value
+        records.append(record)
+    return records
+
+
+def print_summary(ds, fmt: SummaryFormat) -> None:  # noqa: ANN001
+    """The summary on stdout in the chosen format (only the summary, so a program can read it whole)."""
+    if fmt is SummaryFormat.table:
+        out.print(summary_table(ds))
+        return
+    records = summary_records(ds)
+    if fmt is SummaryFormat.json:
+        # JSON has no inf or nan: null, as pandas' to_json writes them
+        finite = [
+            {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in r.items()} for r in records
+        ]
+        print(json.dumps(finite, indent=1, allow_nan=False))
+        return
+    columns = list(records[0]) if records else []
+    if fmt is SummaryFormat.csv:
+        import csv
+        import sys
+
+        writer = csv.DictWriter(sys.stdout, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(records)
+        return
+    # markdown: the rich table's rounding, labels aligned left and numbers right
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "|".join(":---" if c == "estimator" else "---:" for c in columns) + "|")
+    for record in records:
+        print("| " + " | ".join("" if record[c] is None else _fmt_cell(record[c]) for c in columns) + " |")
+
+
+def _fmt_cell(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value).replace("|", "\\|")
+
+
 def _fmt_mean(value: float, dtype: Any) -> str:
     """A mean over repetitions: whole numbers for integer variables (iterations), 3 digits otherwise."""
     return f"{value:.0f}" if dtype.kind in "iu" else f"{value:.3g}"
@@ -804,6 +905,7 @@ def audit(
 
     from ..base.errors import ParameterError
     from ..model.domains import parse_domain
+    from ..plugin.registry import get_registry
     from ..running.audit import audit_mechanism
     from ..running.scenario import parse_override
 

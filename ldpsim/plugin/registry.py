@@ -78,10 +78,15 @@ class Registry:
     def from_entry_points(cls, group: str = ENTRY_POINT_GROUP) -> Registry:
         """Load every plugin advertised under the entry-point ``group``."""
         registry = cls()
+        # a distribution's metadata is parsed once, not twice per entry point: it was half of `ldpsim list`
+        origins: dict[Any, tuple[str | None, str | None]] = {}
         for ep in sorted(entry_points(group=group), key=lambda e: e.name):
             dist = getattr(ep, "dist", None)
-            distribution = dist.metadata["Name"] if dist is not None else None
-            version = dist.version if dist is not None else None
+            key = getattr(dist, "_path", None) or id(dist)
+            if key not in origins:
+                meta = dist.metadata if dist is not None else None
+                origins[key] = (meta["Name"], meta["Version"]) if meta is not None else (None, None)
+            distribution, version = origins[key]
             try:
                 module = ep.load()
             except Exception as exc:  # a broken plugin must not take the others down

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -11,6 +12,10 @@ from .scores import score_names, sweep_dims
 
 #: the attribute marking a per-estimate variable whose mean over repetitions the summary shows
 SUMMARY_ATTR = "summary"
+
+
+class ScoreWarning(UserWarning):
+    """A metric scored some runs inf: their means and spreads are not finite numbers."""
 
 
 def summary_variables(ds: xr.Dataset) -> list[str]:
@@ -26,9 +31,18 @@ def summarize(ds: xr.Dataset) -> list[dict[str, Any]]:
     """Per sweep point and estimator: mean and sd of each metric over repetitions, and the mean of each summary variable."""
     sweeps = sweep_dims(ds)
     metrics = score_names(ds)
+    for m in metrics:  # one line naming the metric, not numpy's bare "invalid value encountered in subtract"
+        bad = int(np.isinf(ds[m].values).sum())  # nan is by design (an estimate without what a metric reads)
+        if bad:
+            warnings.warn(
+                f"metric '{m}' is infinite in {bad} of {ds[m].size} scores; their rows show inf (mean) and nan (sd)",
+                ScoreWarning,
+                stacklevel=2,
+            )
     mean = {m: ds[m].mean("rep") for m in metrics}
     several = ds.sizes["rep"] > 1
-    spread = {m: ds[m].std("rep", ddof=1) if several else xr.full_like(mean[m], np.nan) for m in metrics}
+    with np.errstate(invalid="ignore"):  # inf - inf in the sd of an infinite score: nan, already warned about
+        spread = {m: ds[m].std("rep", ddof=1) if several else xr.full_like(mean[m], np.nan) for m in metrics}
     extra = summary_variables(ds)
     means = {name: ds[name].mean("rep") for name in extra}
     rows = []

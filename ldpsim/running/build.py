@@ -186,7 +186,7 @@ class Builder:
             for label, spec in doc["estimators"].items()
         }
         metrics = {
-            label: self._plugin("metric", spec, f"metrics.{label}", default_name=label)
+            label: self._plugin("metric", spec, f"metrics.{label}", default_name=label, run={"users": users})
             for label, spec in doc["metrics"].items()
         }
         for label, metric in metrics.items():
@@ -290,6 +290,7 @@ class Builder:
         default_name: str | None = None,
         name_key: str = "name",
         dataset: Dataset | None = None,
+        run: dict[str, Any] | None = None,
     ) -> Any:
         if not isinstance(spec, dict):
             raise ScenarioError("must be a table", field=where, hint=f"give {name_key} = ... and parameters")
@@ -303,6 +304,17 @@ class Builder:
             entry = self.registry.get(kind, name)
         except LdpsimError as exc:
             raise exc.at(f"{where}.{name_key}") from None
+        for key in getattr(entry.cls, "from_run", ()):
+            if run is None:
+                break
+            if key not in params:
+                params[key] = run[key]
+            elif params[key] != run[key]:  # the number written twice, once stale (as after --set users=N)
+                raise ScenarioError(
+                    f"is {params[key]!r}, the run's {key} is {run[key]!r}",
+                    field=f"{where}.{key}",
+                    hint=f"leave {key} out: {kind} '{name}' takes it from the run",
+                )
         for key, param in entry.cls.parameters().items():
             value = params.get(key)
             if "path" in param.kinds and isinstance(value, str):

@@ -97,23 +97,67 @@ def _step(node: Any, part: Part, where: Sequence[Part], path: str) -> Any:
 def parse_override(text: str, flag: str = "--set", example: str = "users=1000") -> tuple[str, Any]:
     """Split ``"key.path=value"`` as given to ``--set`` (or ``flag``, named in errors with ``example``).
 
-    The value is read as TOML (``1e3``, ``true``, ``[1, 2]``), else taken as a
-    plain string (``uniform``).
+    The value is read as TOML (``1e3``, ``true``, ``[1, 2]``); a comma list of
+    numbers (``0.1,0.2,0.7``) is a list, so a vector or distribution is written
+    the same way for every flag; anything else is a plain string (``uniform``).
 
     Raises
     ------
     ScenarioError
-        If there is no ``=`` or no key.
+        If there is no ``=`` or no key, or a list or table is not TOML (the
+        usual cause: strings in it without quotes).
     """
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key:
         raise ScenarioError(f"'{text}' is not KEY=VALUE", field=flag, hint=f"write e.g. {flag} {example}")
+    return key, parse_value(raw, f"{flag} {key}")
+
+
+def parse_value(raw: str, field: str | None = None) -> Any:
+    """One command-line value: TOML, a comma list of numbers, or else a plain string.
+
+    Raises
+    ------
+    ScenarioError
+        If ``raw`` opens a list or table (``[``, ``{``) that is not TOML; the
+        hint quotes its bare words, the usual fix (``[ibu,mle]`` becomes
+        ``["ibu", "mle"]``).
+    """
+    raw = raw.strip()
     try:
-        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+        return tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
-        value = raw.strip()
-    return key, value
+        pass
+    if "," in raw and raw[:1] not in "[{":
+        try:
+            items = tomllib.loads(f"v = [{raw}]")["v"]
+        except tomllib.TOMLDecodeError:
+            items = None
+        if items and all(isinstance(x, int | float) and not isinstance(x, bool) for x in items):
+            return items
+    if raw[:1] in "[{":
+        problem = f"'{raw}' is not a TOML list or table"
+        if raw[:1] == "[" and raw.endswith("]"):
+            items = [_quoted(item) for item in raw[1:-1].split(",") if item.strip()]
+            fix = "[" + ", ".join(items) + "]"
+            raise ScenarioError(
+                f"{problem}: strings in a list need quotes",
+                field=field,
+                hint=f"write {fix} (in single quotes for the shell: '{fix}')",
+            )
+        raise ScenarioError(problem, field=field, hint='quote strings, e.g. {name = "uniform"}')
+    return raw
+
+
+def _quoted(item: str) -> str:
+    """One list item as TOML: kept when it already is (a number, a quoted string), else quoted."""
+    item = item.strip()
+    try:
+        tomllib.loads(f"v = {item}")
+    except tomllib.TOMLDecodeError:
+        return '"' + item.strip("\"'") + '"'
+    return item
 
 
 def related(field: str, path: str) -> bool:

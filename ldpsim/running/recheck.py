@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,11 @@ from .scenario import load_scenario
 from .tasks import Task, simulate
 
 
-def check_results(ds: xr.Dataset, base_dir: str | os.PathLike | None = None) -> list[dict[str, Any]]:
+def check_results(
+    ds: xr.Dataset,
+    base_dir: str | os.PathLike | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[dict[str, Any]]:
     """:func:`~ldpsim.theory.diagnostics.check_estimate` for every estimate of a results dataset.
 
     The regenerated true values are compared with the stored ones first, so
@@ -38,6 +43,9 @@ def check_results(ds: xr.Dataset, base_dir: str | os.PathLike | None = None) -> 
         The folder the scenario's relative data paths start from, as when it ran; by default
         the results file's folder. Paths may not leave it: a results file is data, so it
         cannot make ldpsim read a file it names (absolute, through ``..`` or a link).
+    progress
+        Called as ``progress(done, total)`` after each regenerated (repetition, sweep point),
+        as :func:`ldpsim.run_scenario` calls it after each run: a long file takes seconds.
 
     Returns
     -------
@@ -68,8 +76,10 @@ def check_results(ds: xr.Dataset, base_dir: str | os.PathLike | None = None) -> 
     sweeps = [a.name for a in scenario.axes]
     estimators = [str(e) for e in ds["estimator"].values]
     rows = []
-    for rep, seed, seed_rep in repetitions(ds):
-        for point in scenario.points():
+    points = list(scenario.points())
+    reps = repetitions(ds)
+    for r, (rep, seed, seed_rep) in enumerate(reps):
+        for p, point in enumerate(points):
             task = Task(point, seed_rep, seed, scenario.base_dir, "recheck")
             _, truth, observations = simulate(task, scenario.builder)
             at = {**dict(zip(sweeps, point.index)), "rep": rep}
@@ -82,6 +92,8 @@ def check_results(ds: xr.Dataset, base_dir: str | os.PathLike | None = None) -> 
             for e, label in enumerate(estimators):
                 report = check_estimate(observations, ds["estimate"].isel({**at, "estimator": e}).values.ravel())
                 rows.append({**{d: ds[d].values[i] for d, i in at.items()}, "estimator": label, "report": report})
+            if progress is not None:
+                progress(r * len(points) + p + 1, len(reps) * len(points))
     return rows
 
 

@@ -22,7 +22,7 @@ from ..results.assemble import Layout, assemble
 from ..results.io import check_output, check_overwrite, save_results
 from ..results.variables import declared
 from .build import Builder
-from .checkpoint import Checkpoint
+from .checkpoint import Checkpoint, finished_tasks
 from .paths import parse_override
 from .provenance import provenance
 from .scenario import Scenario, load_scenario
@@ -266,8 +266,10 @@ def run_scenario(
     try:
         save_results(ds, target)
     except LdpsimError as exc:  # a full disk at the very end: keep the work, say where it is
+        kept = finished_tasks(target)  # runs, not checkpoint files (a file holds a batch of runs)
         raise type(exc)(
-            f"{exc.problem}; its {len(checkpoint)} finished runs are kept in '{checkpoint.path}'",
+            f"{exc.problem}; its {kept} finished run{'' if kept == 1 else 's'} {'is' if kept == 1 else 'are'} kept"
+            f" in '{checkpoint.path}'",
             field=exc.field,
             hint="make room, then run again with --resume (nothing is recomputed)",
         ) from None

@@ -6,8 +6,8 @@ S_k = #{i : X_i = k} with E = E||S - S_hat||^2 (Sec. III, eq. after "second orde
 With S = N sum_x f(x) theta_x, one run's (S - S_hat)^2 / N is N (f . (estimate - truth))^2,
 and N ||estimate - truth||^2 for the histogram. Its mean over repetitions estimates E/N;
 the paper's number is the square root of that mean (a square root per run would average to
-a smaller, biased value). N is a parameter because a metric sees distributions, not counts:
-give the scenario's ``users``.
+a smaller, biased value). A metric sees distributions, not counts: N is the run's number of
+users, which a scenario fills in (``from_run``); give ``users`` only when calling the metric directly.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ class AverageMSE(Metric):
     """002's E/N of one run: N (f . (estimate - truth))^2, or N ||estimate - truth||^2 for a histogram."""
 
     name = "avg-mse"
-    users = Param("int", ge=1, doc="N, the scenario's number of users (a metric only sees distributions)")
+    from_run = ("users",)
+    users = Param("int", None, ge=1, doc="N, the number of users; a scenario takes it from the run (its users)")
     aggregate = Param(
         "str",
         "sum",
@@ -34,6 +35,8 @@ class AverageMSE(Metric):
     weights = Param("vector", None, doc="f(x) per domain value for aggregate = sum (default: the values, integers)")
 
     def _check_domain(self, domain: Domain) -> None:
+        if self.users is None:
+            raise ParameterError("is not set", field="users", hint="give users = N (a scenario gives the run's)")
         if self.aggregate != "sum":
             return
         if self.weights is None and domain.name != "integers":
@@ -75,8 +78,9 @@ class CentralizedIP(Metric):
     """
 
     name = "cip-mse"
+    from_run = ("users",)
     eps = Param("float", gt=0, doc="the CIP level of Definition 4 (sweep it with the local models' eps)")
-    users = Param("int", ge=1, doc="N, the scenario's number of users")
+    users = Param("int", None, ge=1, doc="N, the number of users; a scenario takes it from the run (its users)")
     priors = Param("vector", ge=0, le=1, doc="P(X_i = 1) of each group of users (002 Fig. 8: local priors)")
     grid = Param(
         "int",
@@ -87,6 +91,8 @@ class CentralizedIP(Metric):
     )
 
     def _check_domain(self, domain: Domain) -> None:
+        if self.users is None:
+            raise ParameterError("is not set", field="users", hint="give users = N (a scenario gives the run's)")
         if domain.name != "integers" or domain.size != 2 or list(domain.coords()["value"]) != [0, 1]:
             raise ParameterError(
                 "is the binary sum of 002 Sec. IV-D: it needs the domain {0, 1}",
