@@ -45,7 +45,7 @@ class DBitFlipPM(MemoizedMechanism):
     eps = Param("float", gt=0, le=700, doc="the level of the response (and of every number of rounds)")
     buckets = Param("int", None, ge=2, doc="b, buckets of the values (default: one per value)")
     d = Param("int", 1, ge=1, doc="sampled buckets per user (at most b)")
-    rounds = Param("int", 1, ge=1, doc="tau: reports per user, one per round")
+    rounds = Param("int", 1, ge=1, le=10_000, doc="tau: reports per user, one per round (at most 10,000, as a plan)")
 
     def _validate(self) -> None:
         Mechanism._validate(self)

@@ -106,7 +106,7 @@ class LGRR(MemoizedMechanism):
     name = "l-grr"
     eps_inf = Param("float", gt=0, le=700, doc="eps of the permanent k-RR: the bound over infinitely many rounds")
     eps_1 = Param("float", gt=0, doc="eps of one report (< eps_inf)")
-    rounds = Param("int", 1, ge=1, doc="tau: reports per user, one per round")
+    rounds = Param("int", 1, ge=1, le=10_000, doc="tau: reports per user, one per round (at most 10,000, as a plan)")
     published = Param("bool", False, doc="use the paper's closed form for p2 (one report is then below eps_1)")
 
     def instantaneous_p(self) -> float:
@@ -164,7 +164,7 @@ class _LongitudinalUnary(MemoizedUnary):
     instantaneous_kind = "sue"
     eps_inf = Param("float", gt=0, le=700, doc="eps of the permanent unary encoding (the memoization bound)")
     eps_1 = Param("float", gt=0, doc="eps of one report (< eps_inf)")
-    rounds = Param("int", 1, ge=1, doc="tau: reports per user, one per round")
+    rounds = Param("int", 1, ge=1, le=10_000, doc="tau: reports per user, one per round (at most 10,000, as a plan)")
 
     def _bit_probabilities(self) -> tuple[tuple[float, float], Sequence[tuple[float, float]]]:
         _eps_pair_check(self.eps_inf, self.eps_1)
@@ -293,7 +293,7 @@ class LOLOHA(MemoizedMechanism):
     name = "loloha"
     eps_inf = Param("float", gt=0, le=700, doc="eps of the permanent k-RR on the hash values (memoization bound)")
     eps_1 = Param("float", gt=0, doc="eps of one report (< eps_inf)")
-    rounds = Param("int", 1, ge=1, doc="tau: reports per user, one per round")
+    rounds = Param("int", 1, ge=1, le=10_000, doc="tau: reports per user, one per round (at most 10,000, as a plan)")
     g = Param("int", None, ge=2, doc="number of hash values (default: LOLOHA's optimal g for eps_inf, eps_1)")
     published = Param("bool", False, doc="p2 from the L-GRR paper's closed form (one report is then below eps_1)")
 

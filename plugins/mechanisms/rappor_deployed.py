@@ -56,7 +56,7 @@ class RapporDeployed(MemoizedMechanism):
     f = Param("float", 0.5, doc="permanent randomized response: a bit set to 1 w.p. f/2, 0 w.p. f/2, kept w.p. 1 - f")
     p = Param("float", 0.5, doc="P(reported bit = 1) when the permanent bit is 0")
     q = Param("float", 0.75, doc="P(reported bit = 1) when the permanent bit is 1")
-    rounds = Param("int", 1, ge=1, doc="tau: reports per user, one per round")
+    rounds = Param("int", 1, ge=1, le=10_000, doc="tau: reports per user, one per round (at most 10,000, as a plan)")
     hash_seed = Param("int", 0, ge=0, doc="seed of the hash functions' table")
 
     # ---------------------------------------------------------------- setup
