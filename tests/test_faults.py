@@ -310,27 +310,14 @@ def start_slow_run(tmp_path: Path, executor: str = "processes") -> tuple[subproc
 @needs_proc
 def test_ctrl_c_with_dask_is_one_line_without_worker_tracebacks(tmp_path):
     """The workers ignore SIGINT (the terminal sends it to the whole group); the run stops them."""
-    import signal
     import time
 
     pytest.importorskip("distributed")
     run, workers = start_slow_run(tmp_path, "dask")
-    try:
-        deadline = time.monotonic() + 120  # the cluster has started when the first run is checkpointed
-        while not list(checkpoint_dir(tmp_path / "slow.nc").glob("task-*")) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        os.killpg(run.pid, signal.SIGINT)
-        _, stderr = run.communicate(timeout=60)
-    finally:
-        if run.poll() is None:
-            os.killpg(run.pid, signal.SIGKILL)
-            run.communicate()
-    lines = stderr.strip().splitlines()
-    assert run.returncode == 130 and len(lines) == 1 and lines[0].startswith("interrupted"), stderr
-    deadline = time.monotonic() + 10
-    while alive(workers) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not alive(workers)
+    deadline = time.monotonic() + 120  # the cluster has started when the first run is checkpointed
+    while not list(checkpoint_dir(tmp_path / "slow.nc").glob("task-*")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert_interrupted_in_one_line(run, workers, presses=1, timeout=60, grace=10)
 
 
 @needs_proc
@@ -353,26 +340,35 @@ def test_workers_die_when_the_main_process_is_killed(tmp_path):
 
 @needs_proc
 def test_ctrl_c_twice_stops_promptly_with_one_line_and_no_worker_left(tmp_path):
+    run, workers = start_slow_run(tmp_path)
+    assert_interrupted_in_one_line(run, workers, presses=2, timeout=15, grace=5)
+    assert not list(tmp_path.glob(".slow.nc*"))  # no temporary file of a cut write
+
+
+def assert_interrupted_in_one_line(
+    run: subprocess.Popen, workers: set[int], *, presses: int, timeout: float, grace: float
+) -> None:
+    """Ctrl-C ``presses`` times (the terminal sends it to the whole foreground group): exit 130, one line
+    on stderr, and no worker left ``grace`` seconds later."""
     import signal
     import time
 
-    run, workers = start_slow_run(tmp_path)
     try:
-        os.killpg(run.pid, signal.SIGINT)  # the terminal sends it to the whole foreground group
-        time.sleep(0.3)
-        os.killpg(run.pid, signal.SIGINT)
-        _, stderr = run.communicate(timeout=15)
+        for press in range(presses):
+            if press:
+                time.sleep(0.3)
+            os.killpg(run.pid, signal.SIGINT)
+        _, stderr = run.communicate(timeout=timeout)
     finally:
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
             run.communicate()
     lines = stderr.strip().splitlines()
     assert run.returncode == 130 and len(lines) == 1 and lines[0].startswith("interrupted"), stderr
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + grace
     while alive(workers) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(workers)
-    assert not list(tmp_path.glob(".slow.nc*"))  # no temporary file of a cut write
 
 
 # --- 4. a full disk ---------------------------------------------------------------------------
