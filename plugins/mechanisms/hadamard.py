@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ldpsim import Mechanism, Param, ParameterError, Privacy, hookimpl
+from ldpsim import Mechanism, Param, ParameterError, Privacy, count_estimate_variance, hookimpl
 
 if TYPE_CHECKING:  # scipy is imported where an operator is built: `ldpsim list` stays fast
     from scipy.sparse.linalg import LinearOperator
@@ -114,9 +114,7 @@ class HadamardResponse(Mechanism):
         numpy.ndarray
             The k per-user variances.
         """
-        p = self.p
-        theta = np.asarray(theta, dtype=float)
-        return (theta * p * (1 - p) + (1 - theta) / 4) / self._p_minus_half**2
+        return count_estimate_variance(theta, self.p, 0.5, self._p_minus_half)
 
     # ------------------------------------------------------------- contract
     def _output_count(self) -> int:

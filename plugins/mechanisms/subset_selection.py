@@ -40,6 +40,7 @@ from ldpsim import (
     Param,
     ParameterError,
     Privacy,
+    count_estimate_variance,
     hookimpl,
     rank_one_plus_sparse,
 )
@@ -135,9 +136,7 @@ class SubsetSelection(BitVectorMechanism):
         numpy.ndarray
             The k per-user variances.
         """
-        p, q = self.p, self.q
-        theta = np.asarray(theta, dtype=float)
-        return (theta * p * (1 - p) + (1 - theta) * q * (1 - q)) / self.p_minus_q**2
+        return count_estimate_variance(theta, self.p, self.q, self.p_minus_q)
 
     # ------------------------------------------------------------- contract
     def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
