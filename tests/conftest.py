@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 
 import numpy as np
 import pytest
@@ -8,6 +11,11 @@ from hypothesis import HealthCheck, settings
 
 import ldpsim
 from ldpsim import Integers
+
+# The plugin catalogue cache (`ldpsim list`) of the tests, and of the CLIs they start, is their own.
+_CACHE = tempfile.mkdtemp(prefix="ldpsim-test-cache-")
+os.environ["LDPSIM_CACHE_DIR"] = _CACHE
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 settings.register_profile("default", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("thorough", deadline=None, max_examples=1000)

@@ -354,35 +354,36 @@ def list_plugins(
     ] = None,
 ) -> None:
     """List the installed plugins, or document one: `ldpsim list krr`."""
-    from ..plugin.registry import KINDS, get_registry
+    from ..plugin.catalogue import catalogue
 
     with user_errors():
-        registry = get_registry()
-        kinds = list(KINDS)
+        listing = catalogue()
+        kinds = list(listing)
         if kind is not None:
-            from .plugin_doc import find_entries
+            singular = kind[:-1] if kind.endswith("s") else kind
+            if name is None and singular in listing:
+                kinds = [singular]
+            else:  # a plugin to document in full, or a mistake to explain: the classes themselves
+                from ..plugin.registry import get_registry
+                from .plugin_doc import find_entries
 
-            singular, documented = find_entries(registry, kind, name)
-            if documented:
-                _document_plugins(documented)
-                return
-            kinds = [str(singular)]
+                found, documented = find_entries(get_registry(), kind, name)
+                if documented:
+                    _document_plugins(documented)
+                    return
+                kinds = [str(found)]
     for k in kinds:
         out.print(f"[bold]{k}s[/bold]")
-        for entry in registry.entries(k):
-            domains = getattr(entry.cls, "domain_kinds", None)
-            out.print(f"  [bold]{entry.name}[/bold]  {escape(entry.cls.summary())}", soft_wrap=True)
+        for entry in listing[k]:
+            domains = entry["domains"]
+            out.print(f"  [bold]{entry['name']}[/bold]  {escape(entry['summary'])}", soft_wrap=True)
             out.print(
-                f"      plugin {entry.origin}" + (f"; domains: {', '.join(domains)}" if domains else ""),
+                f"      plugin {entry['origin']}" + (f"; domains: {', '.join(domains)}" if domains else ""),
                 markup=False,
                 soft_wrap=True,
             )
-            for param in entry.cls.parameters().values():
-                out.print(
-                    f"      {param.describe()}" + (f"  -- {param.doc}" if param.doc else ""),
-                    markup=False,
-                    soft_wrap=True,
-                )
+            for describe, doc in entry["parameters"]:
+                out.print(f"      {describe}" + (f"  -- {doc}" if doc else ""), markup=False, soft_wrap=True)
         out.print()
 
 

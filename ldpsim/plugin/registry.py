@@ -27,9 +27,9 @@ from ..model.mechanism import Mechanism
 from ..model.metric import Metric
 from ..model.params import Configurable
 from . import hookspecs
+from .catalogue import ENTRY_POINT_GROUP
 from .executor import Executor
 
-ENTRY_POINT_GROUP = "ldpsim"
 #: the plugin name of classes registered in-process (:func:`register`)
 IN_PROCESS = "in-process"
 

@@ -1,0 +1,179 @@
+"""A cached catalogue of the installed plugins: what ``ldpsim list`` prints, without importing them.
+
+Listing the plugins used to import every plugin module, and with them numpy and the estimation
+layer: most of ``ldpsim list``'s time. The catalogue keeps the printed facts (name, summary,
+origin, domains, parameter lines) of every registered class in a JSON file under the user's cache
+folder, keyed by a fingerprint of everything the facts come from:
+
+* the entry points of the ``ldpsim`` group (name, target, distribution and version), so that
+  installing, removing or upgrading a plugin package changes it;
+* the size and modification time of every ``.py`` file of each entry point's top-level package
+  and of ldpsim itself, so that editing an editable install (ours, or a plugin author's) changes
+  it too;
+* the Python version and the catalogue's format.
+
+Computing the fingerprint reads metadata and stats a few hundred files (milliseconds); it
+imports no plugin. The cache is a convenience, never a source of errors: a missing, unreadable,
+corrupt or stale file is rebuilt from the registry, and a folder that cannot be written is
+skipped. A registry that skipped a broken plugin is never cached, so its warning is printed on
+every run until the plugin is fixed. ``LDPSIM_CACHE_DIR`` moves the folder; ``LDPSIM_NO_CACHE=1``
+turns the cache off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from importlib.metadata import entry_points
+from importlib.util import find_spec
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .registry import Registry
+
+#: the entry-point group that advertises plugins (ldpsim's own built-ins included)
+ENTRY_POINT_GROUP = "ldpsim"
+#: bump when the stored layout changes: an older file then misses
+FORMAT = 1
+#: the cache file's name inside the cache folder
+FILE_NAME = "plugin-catalogue.json"
+
+#: one plugin kind's listing: a list of entries, each a dict of printable facts
+Listing = dict[str, list[dict[str, Any]]]
+
+
+def cache_dir() -> Path | None:
+    """The folder of the cache file, or None when ``LDPSIM_NO_CACHE`` is set."""
+    if os.environ.get("LDPSIM_NO_CACHE", "") not in ("", "0"):
+        return None
+    explicit = os.environ.get("LDPSIM_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "ldpsim"
+
+
+def _package_files(top: str) -> list[str]:
+    """The ``.py`` files of a top-level package, found without importing it."""
+    try:
+        spec = find_spec(top)
+    except (ImportError, ValueError):
+        return []
+    if spec is None:
+        return []
+    roots = list(spec.submodule_search_locations or [])
+    if not roots:
+        return [spec.origin] if spec.origin else []
+    files: list[str] = []
+    for root in roots:
+        for folder, dirs, names in os.walk(root):
+            dirs[:] = [d for d in dirs if not d.startswith((".", "__pycache__"))]
+            files.extend(os.path.join(folder, n) for n in names if n.endswith(".py"))
+    return sorted(files)
+
+
+def fingerprint(group: str) -> str:
+    """A digest of what the catalogue of entry-point ``group`` depends on (see the module docstring)."""
+    digest = hashlib.sha256(f"{FORMAT}|{sys.version}|{group}".encode())
+    tops = {"ldpsim"}
+    for ep in sorted(entry_points(group=group), key=lambda e: (e.name, e.value)):
+        dist = getattr(ep, "dist", None)
+        name = dist.name if dist is not None else ""
+        version = dist.version if dist is not None else ""
+        digest.update(f"|ep:{ep.name}={ep.value}@{name}=={version}".encode())
+        tops.add(ep.value.split(":")[0].split(".")[0])
+    for top in sorted(tops):
+        for path in _package_files(top):
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            digest.update(f"|{path}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return digest.hexdigest()
+
+
+def load(key: str) -> Listing | None:
+    """The cached listing for fingerprint ``key``, or None (missing, unreadable, corrupt or stale)."""
+    folder = cache_dir()
+    if folder is None:
+        return None
+    try:
+        data = json.loads((folder / FILE_NAME).read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or data.get("fingerprint") != key:
+            return None
+        listing = data["kinds"]
+        if not isinstance(listing, dict) or not all(isinstance(v, list) for v in listing.values()):
+            return None
+        return listing
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def save(key: str, listing: Listing) -> None:
+    """Store ``listing`` under fingerprint ``key``; a folder that cannot be written is skipped."""
+    folder = cache_dir()
+    if folder is None:
+        return
+    from ..base.atomic import atomic_path
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with atomic_path(folder / FILE_NAME) as tmp:
+            tmp.write_text(json.dumps({"fingerprint": key, "kinds": listing}), encoding="utf-8")
+    except OSError:
+        pass
+
+
+def from_registry(registry: Registry) -> Listing:
+    """The printable facts of every class of ``registry``, kind by kind."""
+    from .registry import KINDS
+
+    listing: Listing = {}
+    for kind in KINDS:
+        listing[kind] = [
+            {
+                "name": entry.name,
+                "summary": entry.cls.summary(),
+                "origin": entry.origin,
+                "domains": list(getattr(entry.cls, "domain_kinds", None) or []),
+                "parameters": [[p.describe(), p.doc or ""] for p in entry.cls.parameters().values()],
+            }
+            for entry in registry.entries(kind)
+        ]
+    return listing
+
+
+def catalogue(group: str = ENTRY_POINT_GROUP) -> Listing:
+    """The listing of the installed plugins: from the cache when it is current, else from the registry.
+
+    A registry already loaded in this process (plugins registered in-process with
+    :func:`ldpsim.register`) is listed as it is, neither read from nor written to the cache.
+
+    Parameters
+    ----------
+    group
+        The entry-point group the plugins are advertised under.
+
+    Returns
+    -------
+    dict
+        Plugin kind -> list of entries, each a dict with ``name``, ``summary``, ``origin``,
+        ``domains`` and ``parameters`` (pairs of the parameter's description and its doc).
+    """
+    loaded = sys.modules.get(f"{__package__}.registry")
+    if loaded is not None and getattr(loaded, "_default", None) is not None:
+        return from_registry(loaded.get_registry())
+    key = fingerprint(group)
+    cached = load(key)
+    if cached is not None:
+        return cached
+    from .registry import Registry, get_registry
+
+    registry = get_registry() if group == ENTRY_POINT_GROUP else Registry.from_entry_points(group)
+    listing = from_registry(registry)
+    if not registry.skipped:
+        save(key, listing)
+    return listing
