@@ -49,7 +49,7 @@ class ConvolutionOperator(LinearOperator):
         from scipy import fft  # here, not at import: scipy.fft is slow to import and only grids need it
 
         self.fft_shape = tuple(fft.next_fast_len(n, real=True) for n in self.full)
-        self.spectrum = fft.rfftn(kernel, self.fft_shape)
+        self._spectrum: np.ndarray | None = None  # on the first product: a restricted copy may be all that runs
         self.positions = outputs + np.asarray(self.start)  # the reports' cells in domain coordinates
         self.flat_outputs = np.ravel_multi_index(tuple(outputs.T), self.window)
         self._cumulative: dict[tuple[int, ...], np.ndarray] = {}
@@ -76,6 +76,66 @@ class ConvolutionOperator(LinearOperator):
         self._error_factor = 4 * math.log2(max(2, math.prod(self.fft_shape))) * folded
         # LinearOperator.__init__(dtype, shape) is real; scipy-stubs declare only the factory __new__
         super().__init__(float, (outputs.shape[0], math.prod(self.grid)))  # type: ignore[call-arg]
+
+    @property
+    def spectrum(self) -> np.ndarray:
+        """The kernel's real FFT at :attr:`fft_shape`, computed once."""
+        if self._spectrum is None:
+            from scipy import fft
+
+            self._spectrum = fft.rfftn(self.kernel, self.fft_shape)
+        return self._spectrum
+
+    def restricted(self, support: np.ndarray) -> tuple[np.ndarray, ConvolutionOperator] | None:
+        """``(shift, H)`` of this likelihood on the values in ``support`` only, at the cost of their box.
+
+        A likely subset (004 Sec. 8) is usually a small box around the reports on a large grid;
+        restricting the columns of this operator would still convolve the whole grid. On a box,
+        every offset between a report and a value is shorter than the box, so the kernel cropped
+        to the box's extent (its tails folded, sums of positives) gives the same probabilities, and
+        the window cut to the box clamps the same offsets onto each report, provided no report
+        sits on a side where the box cuts the window (it would collect offsets it does not collect
+        here). ``exp(shift_d) * H[d, x]`` equals this operator's for every x in the support.
+
+        Parameters
+        ----------
+        support
+            Boolean mask over the grid's values (flat, row-major).
+
+        Returns
+        -------
+        tuple or None
+            ``(shift, H)`` with H over the support's values in row-major order, or None when the
+            support is not a box, misses a report, or cuts the window next to a report (use the
+            column restriction of this operator then).
+        """
+        if not self.clamp:
+            return None
+        mask = np.asarray(support, dtype=bool).reshape(self.grid)
+        where = np.nonzero(mask)
+        if where[0].size == 0:
+            return None
+        lo = np.array([w.min() for w in where])
+        hi = np.array([w.max() for w in where])
+        box = tuple(slice(a, b + 1) for a, b in zip(lo, hi))
+        if where[0].size != mask[box].size:  # not every cell of the bounding box is in the support
+            return None
+        first = np.asarray(self.start)
+        last = first + np.asarray(self.window) - 1
+        cut_first, cut_last = np.maximum(first, lo), np.minimum(last, hi)
+        pos = self.positions
+        if np.any(pos < cut_first) or np.any(pos > cut_last):
+            return None
+        if np.any((pos == cut_first) & (cut_first > first)) or np.any((pos == cut_last) & (cut_last < last)):
+            return None
+        shape = tuple(int(n) for n in hi - lo + 1)
+        kernel = self.kernel
+        for axis, (n, h) in enumerate(zip(shape, self.half)):
+            # offsets <= -n into one bucket, -n+1 .. n-1 as they are, >= n into one bucket
+            kernel = np.add.reduceat(kernel, np.r_[0, np.arange(h - n + 1, h + n + 1)], axis=axis)
+        scale = None if self.column_scale is None else self.column_scale.reshape(self.grid)[box].ravel()
+        op = ConvolutionOperator(kernel, shape, pos - cut_first, cut_first - lo, cut_last - cut_first + 1, True, scale)
+        return op.shift, op
 
     # ----------------------------------------------------------------- products
     def _convolve(self, theta: np.ndarray) -> np.ndarray:

@@ -56,7 +56,13 @@ class Likelihood:
         for group in groups:
             shift, block = _block(group)
             if support is not None:
-                block = block[:, support] if isinstance(block, np.ndarray) else _columns(block, support)
+                # an operator may know a cheaper form of itself on the support (a convolution on its box)
+                narrowed = getattr(block, "restricted", None)
+                parts = narrowed(support) if narrowed is not None else None
+                if parts is not None:
+                    shift, block = parts
+                else:
+                    block = block[:, support] if isinstance(block, np.ndarray) else _columns(block, support)
             shifts.append(shift)
             blocks.append(block)
         shift = np.concatenate(shifts)
@@ -65,8 +71,8 @@ class Likelihood:
         if len(dense) == len(blocks):
             self.H = np.concatenate(dense)
             row_max = self.H.max(axis=1)
-        else:
-            self.H = _stack(blocks)
+        else:  # one block keeps its own type: a structured operator's exact rows stay reachable
+            self.H = blocks[0] if len(blocks) == 1 else _stack(blocks)
             row_max = self.H @ np.ones(self.H.shape[1])
         impossible = np.flatnonzero(~np.isfinite(shift) | ~(row_max > 0))
         if impossible.size:

@@ -92,6 +92,15 @@ def clamped_matrix(kernel: np.ndarray, rows: int, cols: int, window: tuple[int, 
     return m.reshape(rows * cols, wr * wc)
 
 
+def _likely_range(coords: np.ndarray, width: int, start: int, n: int) -> np.ndarray:
+    """(n,) mask of one axis of a planar likely subset, from the reports' window coordinates along it."""
+    lo = 0 if coords.min() == 0 else start + int(coords.min()) - 1
+    hi = n - 1 if coords.max() == width - 1 else start + int(coords.max()) + 1
+    mask = np.zeros(n, dtype=bool)
+    mask[lo : hi + 1] = True
+    return mask
+
+
 class _Planar(Mechanism):
     """Noise on the plane around the true cell, reported as the nearest cell of an output window."""
 
@@ -176,6 +185,26 @@ class _Planar(Mechanism):
         return convolution_likelihood(
             self._kernel, grid, np.column_stack(np.divmod(z, wc)), start=(r0, c0), window=(wr, wc)
         )
+
+    def _likely_subset(self, reports: np.ndarray) -> np.ndarray:
+        # The reports' bounding box, one cell wider on each side that no report reaches the window's edge
+        # from, and reaching the grid's edge on a side where one does (004 Sec. 8.3, derived for the grid):
+        # - A report z away from the window's edges has P(z|x) = K(z - x), and K strictly decreases in each
+        #   coordinate's |offset| (planar geometric: e^(-a r); planar Laplace: the mass of a unit cell under a
+        #   radially decreasing density decreases as the cell moves away along an axis). A report on a window
+        #   edge collects a strip or quadrant of offsets, which gains mass as x moves towards it.
+        # - So a value x below (above) every report's row is beaten on every report by x one row closer: it
+        #   is outside any MLE's support. Not so beyond a window edge that a report sits on: those reports'
+        #   probability grows further out (the non-identifiable case of 004 Fig. 6), so the box keeps it.
+        # The extra cell keeps reports off the box's cut sides, so the convolution restricted to the box
+        # is exact (ConvolutionOperator.restricted); 004 Prop. 8.3's hull-plus-delta region is smaller
+        # inside the box's corners but not beyond its sides, where this argument is exact.
+        r0, c0, wr, wc = self._window
+        rows, cols = self.domain.rows, self.domain.cols
+        row, col = np.divmod(reports[:, 0], wc)
+        mask_rows = _likely_range(row, wr, r0, rows)
+        mask_cols = _likely_range(col, wc, c0, cols)
+        return (mask_rows[:, None] & mask_cols[None, :]).ravel()
 
     def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         r0, c0, wr, wc = self._window
