@@ -80,10 +80,10 @@ def dense_likelihood(likelihood: Likelihood) -> np.ndarray | None:
         return cached
     if isinstance(likelihood.H, np.ndarray):
         dense = likelihood.H
-    elif callable(getattr(likelihood.H, "rows", None)):
+    elif callable(exact_rows := getattr(likelihood.H, "rows", None)):
         # an operator with exact rows (a convolution): each entry a sum of positives, where products
         # with identity columns would re-run its accuracy guard on nearly every entry
-        dense = np.asarray(likelihood.H.rows(np.arange(rows)), dtype=float)
+        dense = np.asarray(exact_rows(np.arange(rows)), dtype=float)
     else:
         dense = np.empty((rows, size))
         block = max(1, min(size, (1 << 22) // max(rows, size)))
