@@ -101,3 +101,14 @@ def test_the_mle_on_the_subset_is_the_mle_on_the_whole_grid_at_a_fraction_of_the
     _, box = op.restricted(mask)
     assert box.shape[1] == mask.sum() < 0.2 * mask.size
     assert np.prod(box.fft_shape) < 0.25 * np.prod(op.fft_shape)
+
+
+def test_gowalla_with_a_margin_is_the_same_check_ins_amid_empty_cells():
+    registry = ldpsim.get_registry()
+    plain = registry.create("dataset", "gowalla", Grid(rows=16, cols=24, cell=0.5))
+    wide = registry.create("dataset", "gowalla", Grid(rows=22, cols=30, cell=0.5), margin=3)
+    counts = wide.counts.reshape(22, 30)
+    np.testing.assert_array_equal(counts[3:-3, 3:-3], plain.counts.reshape(16, 24))
+    assert counts.sum() == plain.counts.sum()
+    with pytest.raises(ldpsim.ParameterError, match="22 x 30"):
+        registry.create("dataset", "gowalla", Grid(rows=16, cols=24, cell=0.5), margin=3)

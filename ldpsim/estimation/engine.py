@@ -71,8 +71,9 @@ class Likelihood:
         if len(dense) == len(blocks):
             self.H = np.concatenate(dense)
             row_max = self.H.max(axis=1)
-        else:  # one block keeps its own type: a structured operator's exact rows stay reachable
-            self.H = blocks[0] if len(blocks) == 1 else _stack(blocks)
+        else:  # one block with exact rows (a convolution) stays itself: dense_likelihood reads them
+            exact = len(blocks) == 1 and callable(getattr(blocks[0], "rows", None))
+            self.H = blocks[0] if exact else _stack(blocks)
             row_max = self.H @ np.ones(self.H.shape[1])
         impossible = np.flatnonzero(~np.isfinite(shift) | ~(row_max > 0))
         if impossible.size:

@@ -96,6 +96,14 @@ class Gowalla(Counted):
     lon_min = Param("float", None, ge=-180, le=180, doc="western bound (degrees)")
     lon_max = Param("float", None, ge=-180, le=180, doc="eastern bound (degrees)")
     cell_km = Param("float", SHIPPED_CELL_KM, gt=0, doc="side of a square cell in km (the grid domain's cell)")
+    margin = Param(
+        "int",
+        0,
+        ge=0,
+        le=100_000,
+        doc="cells of map added on every side of the box, with no check-ins: a map far larger than the data "
+        "(004 Sec. 8.3's planar likely subsets); the grid is then (rows + 2 margin) x (cols + 2 margin)",
+    )
     path = Param(
         "path",
         None,
@@ -113,7 +121,7 @@ class Gowalla(Counted):
                 field="cell_km",
                 hint=f"choose cell_km <= {min(height, width):.3g} or a larger box",
             )
-        rows, cols = self.area.shape(self.cell_km)
+        rows, cols = (n + 2 * self.margin for n in self.area.shape(self.cell_km))
         grid = self.domain
         if (grid.rows, grid.cols) != (rows, cols) or not math.isclose(grid.cell, self.cell_km, rel_tol=1e-9):
             raise ParameterError(
@@ -156,6 +164,8 @@ class Gowalla(Counted):
         text = f"{self.size:,} Gowalla check-ins in {self.area.describe()} ({source}), {self.domain.rows} x {self.domain.cols} cells of {self.cell_km:g} km"
         if self.path is None:
             text += f"; 001 Sec. IX-B reports {PAPER_SF_CHECKINS:,} ({PAPER_SF_CHECKINS - self.size} more than this reconstruction of the SNAP subset)"
+        if self.margin:
+            text += f", the box amid {self.margin} empty cells on every side"
         if self.outside:
             text += f"; {self.outside:,} rows outside the box left out"
         return text
@@ -163,9 +173,8 @@ class Gowalla(Counted):
     def _count(self) -> np.ndarray:
         if self.path is None:
             rows, cols, counts = read_shipped(SHIPPED, ["row", "col", "count"])
-            return np.bincount(rows * self.domain.cols + cols, weights=counts, minlength=self.domain.size).astype(
-                np.int64
-            )
+            cells = (rows + self.margin) * self.domain.cols + cols + self.margin
+            return np.bincount(cells, weights=counts, minlength=self.domain.size).astype(np.int64)
         table, columns = self._table()
         counts = np.zeros(self.domain.size, dtype=np.int64)
         total = 0
@@ -182,7 +191,11 @@ class Gowalla(Counted):
                         f"fix that row, or check that {'lat_column and lon_column' if table.header else 'the file is SNAP check-ins'} name the right columns",
                     )
             inside = self.area.inside(lat, lon)
-            counts += np.bincount(self.area.cells(lat[inside], lon[inside], self.cell_km), minlength=self.domain.size)
+            row, col = np.divmod(
+                self.area.cells(lat[inside], lon[inside], self.cell_km), self.domain.cols - 2 * self.margin
+            )
+            cells = (row + self.margin) * self.domain.cols + col + self.margin
+            counts += np.bincount(cells, minlength=self.domain.size)
             total += lat.size
         if total == 0:
             raise table.error("has no data rows", "give a file of check-ins")
