@@ -215,3 +215,22 @@ def test_per_plan_gibu_is_consistent_when_cohorts_differ():
     assert float(err.sel(estimator="split", n=200_000)) < 0.015
     assert float(err.sel(estimator="joint", n=200_000)) > 3 * float(err.sel(estimator="split", n=200_000))
     assert float(err.sel(estimator="joint", n=200_000)) > 0.5 * float(err.sel(estimator="joint", n=20_000))  # no decay
+
+
+def test_certificates_of_inversion_follow_the_certify_policy(rng, monkeypatch):
+    """`certify`: auto certifies while the likelihood is small, never and always do what they say."""
+    from ldpsim.estimation import estimator as module
+
+    _, obs = krr_observations(rng, n=2000)
+    auto = make("estimator", "inv-p").estimate(obs)
+    assert np.isfinite(auto.loglik) and np.isfinite(auto.kkt) and np.isfinite(auto.gap)
+    never = make("estimator", "inv-p", certify="never").estimate(obs)
+    assert np.isnan(never.loglik) and np.isnan(never.kkt) and np.isnan(never.gap)
+    np.testing.assert_array_equal(never.distribution, auto.distribution)
+    # above the budget auto skips the likelihood pass, and always still makes it
+    monkeypatch.setattr(module, "CERTIFY_MAX_PAIRS", obs.n_distinct * obs.domain.size - 1)
+    assert np.isnan(make("estimator", "inv-p").estimate(obs).gap)
+    forced = make("estimator", "inv-p", certify="always").estimate(obs)
+    assert (forced.loglik, forced.kkt, forced.gap) == (auto.loglik, auto.kkt, auto.gap)
+    # an estimator with its own certificate keeps it whatever the policy
+    assert np.isfinite(make("estimator", "mle", certify="never").estimate(obs).gap)

@@ -97,6 +97,13 @@ INTERVAL_OUTPUTS: tuple[Variable, ...] = (
 )
 
 
+#: with ``certify = "auto"``, an estimator that gives no log-likelihood and certificate of its own
+#: (matrix inversion, MMSE) gets them from one pass over the whole-report likelihood when that
+#: likelihood spans at most this many (distinct report, value) pairs: building it can cost far
+#: more than the estimate (OUE, k = 1000, 10^6 users: 19 s against 1 s for ``inv-p``)
+CERTIFY_MAX_PAIRS = 250_000_000
+
+
 class Estimator(Configurable):
     """Base class of estimators. Subclasses implement :meth:`_estimate`."""
 
@@ -115,8 +122,23 @@ class Estimator(Configurable):
         "reports alone, through that round's one-report channel (the per-round baseline of the peers)",
     )
 
+    certify = Param(
+        "str",
+        "auto",
+        choices=("auto", "always", "never"),
+        doc="the log-likelihood, KKT violation and gap of an estimate whose estimator gives none (inversion, "
+        "MMSE): always, never, or auto (when the whole-report likelihood is at most CERTIFY_MAX_PAIRS "
+        "report-value pairs; NaN otherwise)",
+    )
+
     def _estimate(self, observations: Observations) -> Estimate | np.ndarray:
         raise NotImplementedError
+
+    def _certifies(self, observations: Observations) -> bool:
+        """Whether :meth:`estimate` fills in a missing log-likelihood and certificate (``certify``)."""
+        if self.certify != "auto":
+            return self.certify == "always"
+        return observations.n_distinct * observations.domain.size <= CERTIFY_MAX_PAIRS
 
     def check_setup(self, domain: Domain, plans: Sequence[tuple[Mechanism, ...]]) -> None:
         """Refuse, before any user is simulated, a domain or report plans this estimator cannot work with.
@@ -167,7 +189,7 @@ class Estimator(Configurable):
         dist /= dist.sum()
         dist.setflags(write=False)
         loglik, kkt, gap = result.loglik, result.kkt, result.gap
-        if math.isnan(loglik) or math.isnan(gap):
+        if (math.isnan(loglik) or math.isnan(gap)) and self._certifies(observations):
             # one pass over the likelihood gives L and the certificate, for any estimator
             likelihood = Likelihood.of(observations)
             loglik, grad = likelihood.em_parts(dist)

@@ -31,11 +31,11 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .hookspecs import ENTRY_POINT_GROUP
+
 if TYPE_CHECKING:
     from .registry import Registry
 
-#: the entry-point group that advertises plugins (ldpsim's own built-ins included)
-ENTRY_POINT_GROUP = "ldpsim"
 #: bump when the stored layout changes: an older file then misses
 FORMAT = 1
 #: the cache file's name inside the cache folder

@@ -20,6 +20,8 @@ from collections.abc import Callable
 import pluggy
 
 PROJECT = "ldpsim"
+#: the entry-point group that advertises plugins (ldpsim's own built-ins included)
+ENTRY_POINT_GROUP = "ldpsim"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 

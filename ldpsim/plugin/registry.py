@@ -27,8 +27,8 @@ from ..model.mechanism import Mechanism
 from ..model.metric import Metric
 from ..model.params import Configurable
 from . import hookspecs
-from .catalogue import ENTRY_POINT_GROUP
 from .executor import Executor
+from .hookspecs import ENTRY_POINT_GROUP
 
 #: the plugin name of classes registered in-process (:func:`register`)
 IN_PROCESS = "in-process"
