@@ -60,7 +60,9 @@ def main() -> None:
             repeat = args.repeat if certify == "auto" else 1
             seconds, est = best(run, repeat)
             tv = 0.5 * np.abs(est.distribution - truth).sum()
-            print(f"| {name} | ldpsim inv-p, certify = {certify} (aggregation included) | {seconds:.2f} | {tv:.4f} | {est.gap:.3g} |")
+            print(
+                f"| {name} | ldpsim inv-p, certify = {certify} (aggregation included) | {seconds:.2f} | {tv:.4f} | {est.gap:.3g} |"
+            )
         if name == "oue":
             try:
                 from multi_freq_ldpy.pure_frequency_oracles.UE import UE_Aggregator_MI
