@@ -391,3 +391,27 @@ def test_loloha_is_l_grr_on_the_hash_values():
     assert (levels.eps_1, levels.eps_tau, levels.eps_inf) == (reference.eps_1, reference.eps_tau, reference.eps_inf)
     # the paper's optimal g (multi-freq-ldpy 0.2.5's L-OLH gives these)
     assert [loloha_g(4.0, 1.0), loloha_g(2.0, 1.0), loloha_g(8.0, 2.0), loloha_g(1.0, 0.5)] == LOLOHA_G
+
+
+@settings(max_examples=15)
+@given(
+    name=st.sampled_from(["l-grr", "l-oue", "l-sue", "l-osue"]),
+    k=st.integers(6, 12),
+    rounds=st.integers(1, 4),
+    seed=st.integers(0, 2**16),
+)
+def test_the_mle_on_the_likely_subset_is_the_mle(name, k, rounds, seed):
+    """004 Thm. 8.1 for memoized protocols: values no sequence reports are outside every MLE's support."""
+    domain = Integers(low=0, high=k - 1)
+    mech = make("mechanism", name, domain, eps_inf=4.0, eps_1=2.0, rounds=rounds)
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 3, 60)  # few users on few values: some values are never reported
+    obs = Observations.from_reports(domain, [(mech, mech.sample(values, rng))])
+    mask = obs.likely_subset()
+    assert mask is not None and mask.any()
+    restricted = make("estimator", "mle").estimate(obs)
+    whole = make("estimator", "mle", likely=False).estimate(obs)
+    assert np.all(restricted.distribution[~mask] == 0)
+    assert restricted.loglik >= whole.loglik - 1e-5 * obs.n
+    full = Likelihood.of(obs)  # certified on the whole domain too: no value left out would raise L
+    assert full.certificate(full.gradient(restricted.distribution))[0] <= 1e-5

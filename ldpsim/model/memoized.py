@@ -682,6 +682,16 @@ class MemoizedUnary(MemoizedMechanism):
             big1 = np.logaddexp(lp1 + log_l, l1p1)
             yield rows, log_g0 + big0, big1 - big0
 
+    def _likely_subset(self, reports: np.ndarray) -> np.ndarray | None:
+        # Bit j's likelihood ratio G1/G0 grows with g_1/g_0 when p1 > q1, and g_1/g_0 with each set bit
+        # when p2 > q2: a bit that is 0 in every round has the smallest ratio, so a value whose bit no
+        # report ever sets is beaten on every report by any value whose bit some report sets.
+        if self.p1 <= self.q1 or any(p <= q for p, q in self.flips) or reports.size == 0:
+            return None
+        words = np.bitwise_or.reduce(reports.reshape(-1, self._words), axis=0)
+        mask = self._channel().unpack_bits(words[None, :])[0]
+        return mask if mask.any() else None
+
     def _log_likelihood(self, reports: np.ndarray) -> np.ndarray:
         out = np.empty((reports.shape[0], self.domain.size))
         for rows, log_g0, gain in self._bit_terms(reports):

@@ -55,6 +55,26 @@ def _eps_pair_check(eps_inf: float, eps_1: float) -> None:
         )
 
 
+def _reported_values(mech: MemoizedMechanism, reports: np.ndarray) -> np.ndarray | None:
+    """The likely subset of a memoized mechanism with k-RR stages (None if its stages are not such).
+
+    With k-RR stages whose reported value is the likelier one (p > q in both), a sequence's likelihood
+    is e^Q [1 + sum_z A1(z|x) (u(z) - 1)] with u(z) > 1 exactly where z was reported: a value that no
+    sequence reports gets only the constant, so any reported value beats it on every sequence, strictly
+    on those that report it (004 Def. 2-3), as for k-RR itself.
+    """
+    stages = (mech.permanent_stage, *mech.instantaneous_stages)
+    named = [stage.named_value_likelihood() for stage in stages]
+    k = mech.domain.size
+    if mech.round_width != 1 or mech.permanent_stage.output_size != k or reports.size == 0:
+        return None
+    if any(pair is None or pair[0] <= pair[1] for pair in named):
+        return None
+    mask = np.zeros(k, dtype=bool)
+    mask[np.unique(reports)] = True
+    return mask
+
+
 class Memoized(MemoizedMechanism):
     """A permanent mechanism reused by instantaneous mechanism(s) every round; a report is the whole sequence."""
 
@@ -66,6 +86,9 @@ class Memoized(MemoizedMechanism):
     )
     eps_instantaneous = Param(("float", "vector"), gt=0, doc="eps of the instantaneous stage, or one per round")
     rounds = Param("int", None, ge=1, doc="tau: reports per user, one per round (default: the stages given, or 1)")
+
+    def _likely_subset(self, reports: np.ndarray) -> np.ndarray | None:
+        return _reported_values(self, reports)
 
     def _stages(self) -> tuple[Mechanism, Sequence[Mechanism]]:
         registry = get_registry()
@@ -112,6 +135,9 @@ class LGRR(MemoizedMechanism):
     def instantaneous_p(self) -> float:
         """p2, the probability that a round reports the permanent value."""
         return lgrr_p2(self.domain.size, self.eps_inf, self.eps_1, self.published)
+
+    def _likely_subset(self, reports: np.ndarray) -> np.ndarray | None:
+        return _reported_values(self, reports)
 
     def _stages(self) -> tuple[Mechanism, Sequence[Mechanism]]:
         _eps_pair_check(self.eps_inf, self.eps_1)
