@@ -378,10 +378,11 @@ def _for_passes(likelihood: Likelihood, dense: np.ndarray | None) -> Likelihood:
     """
     if dense is None and likelihood.size <= DENSE_PASS_MAX_SIZE and not isinstance(likelihood.H, np.ndarray):
         rows = likelihood.H.shape[0]
-        if rows * likelihood.size <= DENSE_MAX_ENTRIES and callable(getattr(likelihood.H, "rows", None)):
+        exact_rows = getattr(likelihood.H, "rows", None)
+        if rows * likelihood.size <= DENSE_MAX_ENTRIES and callable(exact_rows):
             dense = getattr(likelihood, "_dense", None)
             if dense is None:
-                dense = np.asarray(likelihood.H.rows(np.arange(rows)), dtype=float)  # type: ignore[union-attr]
+                dense = np.asarray(exact_rows(np.arange(rows)), dtype=float)
                 likelihood._dense = dense  # type: ignore[attr-defined]  # a cache that lives with the likelihood
     if dense is None or dense is likelihood.H:
         return likelihood
