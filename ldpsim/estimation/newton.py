@@ -20,7 +20,8 @@ The Newton iterations start after :data:`WARM_PASSES` SQUAREM passes, which cert
 problems (large eps) at EM's cost and give the barrier a start near the MLE. The dense Hessian
 costs D |X|^2 operations for D distinct reports, so it is used only when that is affordable
 (:data:`DENSE_MAX_FLOPS`); otherwise, and whenever the Newton iterations stall, the solver hands
-over to SQUAREM (:func:`~ldpsim.estimation.engine.gibu`), which is what ``mle`` ran before. On
+over to SQUAREM (:func:`~ldpsim.estimation.engine.gibu`), which is what ``mle`` ran before (its
+passes over a small structured likelihood's exact dense rows, :data:`DENSE_PASS_MAX_SIZE`). On
 request (``hessian="cg"``) Newton systems are solved instead by conjugate gradients through the
 likelihood's structured operator. Everything is deterministic: fixed rules, no randomness.
 """
