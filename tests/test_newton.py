@@ -183,3 +183,29 @@ def test_only_reports_naming_one_value_are_treated_as_krr(rng):
     krr = make("mechanism", "krr", domain, eps=0.5)
     twice = Observations.from_reports(domain, [((krr, krr), rng.integers(0, 30, (1_000, 2)))])
     assert newton.named_columns(Likelihood(twice)) is None  # two reports per user: not one named value
+
+
+@settings(deadline=None, max_examples=4)
+@given(eps=st.floats(1.0, 3.0), seed=st.integers(0, 2**32 - 1), shape=st.sampled_from([(16, 32), (24, 24)]))
+def test_small_grids_pass_over_the_exact_dense_rows_to_the_same_certified_maximum(eps, seed, shape):
+    """Below DENSE_PASS_MAX_SIZE values SQUAREM's passes use the structured operator's exact rows: the
+    same probabilities, so a certified MLE at least as likely as SQUAREM's on the FFT operator."""
+    rng = np.random.default_rng(seed)
+    domain = ldpsim.Grid(rows=shape[0], cols=shape[1], cell=1.0)
+    mech = make("mechanism", "planar-geometric", domain, eps=eps)
+    values = rng.choice(domain.size, 1_500, p=rng.dirichlet(np.full(domain.size, 0.2)))
+    obs = Observations.from_reports(domain, [(mech, mech.sample(values, rng))])
+    lik = Likelihood(obs)
+    assert not isinstance(lik.H, np.ndarray)  # the FFT convolution
+    passes = newton._for_passes(lik, None)
+    assert isinstance(passes.H, np.ndarray) and passes.H is not lik.H
+    np.testing.assert_array_equal(passes.H, lik.H.rows(np.arange(lik.H.shape[0])))
+    assert passes.counts is lik.counts and passes.n == lik.n
+    tol = 1e-6
+    result = newton_mle(lik, tol=tol)
+    em = gibu(lik, stop="kkt", tol=tol, accelerate="squarem", max_iter=1_000_000)
+    assert result.converged and result.kkt < tol
+    assert lik.certificate(lik.gradient(result.theta))[0] < tol * 1.01  # certified on the FFT operator itself
+    # both certified: each within n log(1 + tol) of the maximum
+    assert result.loglik >= em.loglik - lik.n * math.log1p(tol)
+    assert newton._for_passes(Likelihood(obs), lik.H.rows(np.arange(lik.H.shape[0]))).H is not lik.H

@@ -54,6 +54,9 @@ class ConvolutionOperator(LinearOperator):
         self.flat_outputs = np.ravel_multi_index(tuple(outputs.T), self.window)
         self._cumulative: dict[tuple[int, ...], np.ndarray] = {}
         self.classes = self._row_classes()
+        # the distinct classes, found once: the accuracy guard and exact rows look entries up per class
+        self._class_list, self._class_ids = np.unique(self.classes, axis=0, return_inverse=True)
+        self._class_ids = self._class_ids.ravel()
         # The value each row is scaled by: its own cell's, or for a window edge the farthest value beyond that
         # edge, which collects the most offsets; for a kernel decreasing away from 0, the row's maximum.
         far = np.where(self.classes == 1, 0, np.where(self.classes == 2, np.asarray(self.grid) - 1, self.positions))
@@ -195,18 +198,21 @@ class ConvolutionOperator(LinearOperator):
         return self._exact(rows) * self.row_scale[rows, None]
 
     def _exact(self, rows: np.ndarray) -> np.ndarray:
-        """Unscaled rows: P(z_d | x) up to the factor the caller applies after the operator."""
+        """Unscaled rows: P(z_d | x) up to the factor the caller applies after the operator.
+
+        Rows are taken class by class (:attr:`classes`, grouped once at construction), so each entry is
+        one kernel lookup: no search for the classes of the (rows x values) pairs.
+        """
         cells = np.indices(self.grid).reshape(len(self.grid), -1).T  # (size, ndim)
         out = np.empty((rows.size, cells.shape[0]))
-        chunk = max(1, _CHUNK // cells.shape[0])
-        for lo in range(0, rows.size, chunk):
-            part = rows[lo : lo + chunk]
-            pairs = (part.size * cells.shape[0], len(self.grid))
-            out[lo : lo + chunk] = self._at(
-                np.repeat(self.classes[part], cells.shape[0], axis=0),
-                np.repeat(self.positions[part], cells.shape[0], axis=0),
-                np.broadcast_to(cells[None], (part.size, *cells.shape)).reshape(pairs),
-            ).reshape(part.size, -1)
+        ids = self._class_ids[rows]
+        for cls in np.unique(ids):
+            members = np.flatnonzero(ids == cls)
+            table = self._class_list[cls]
+            chunk = max(1, _CHUNK // cells.shape[0])
+            for lo in range(0, members.size, chunk):
+                part = members[lo : lo + chunk]
+                out[part] = self._at(table, self.positions[rows[part]], cells)
         if self.column_scale is not None:
             out *= self.column_scale
         return out
@@ -236,9 +242,29 @@ class ConvolutionOperator(LinearOperator):
         return self._cumulative[cls]
 
     def _at(self, classes: np.ndarray, positions: np.ndarray, cells: np.ndarray) -> np.ndarray:
-        """Unscaled P(report at ``positions`` | value at ``cells``), elementwise; ``classes`` per report or one row."""
-        index = positions - cells + np.asarray(self.half)  # kernel index of the offset z - x
+        """Unscaled P(report at ``positions`` | value at ``cells``).
+
+        Either elementwise (``classes``, ``positions`` and ``cells`` all (m, ndim)), or for one class
+        ``classes`` (ndim,) shared by every report: then ``positions`` (r, ndim) and ``cells`` (c, ndim)
+        give an (r, c) table.
+        """
+        half = np.asarray(self.half)
         top = np.asarray(self.kernel.shape) - 1
+        if classes.ndim == 1:
+            cls = tuple(int(c) for c in classes)
+            table = self._cumulated(cls)
+            index = [positions[:, a, None] - cells[None, :, a] + half[a] for a in range(len(cls))]
+            empty = np.zeros((positions.shape[0], cells.shape[0]), dtype=bool)
+            for a, c in enumerate(cls):
+                if c in (0, 1):
+                    empty |= index[a] < 0
+                if c in (0, 2):
+                    empty |= index[a] > top[a]
+                index[a] = np.clip(index[a], 0, top[a])
+            out = table[tuple(index)]
+            out[empty] = 0.0
+            return out
+        index = positions - cells + half  # kernel index of the offset z - x
         classes = np.broadcast_to(classes, index.shape)
         # an offset beyond the kernel: no mass, unless the report collects every offset on that side
         empty = np.any(
