@@ -315,6 +315,8 @@ def test_check_mechanism_prints_the_three_levels_and_refuses_bad_input():
     assert result.exit_code == 0
     assert "eps_1 = 0.919574 (one report), eps_5 = 3.70974 (all 5 reports, closed form), eps_inf = 4" in result.stdout
     assert "parameters  eps_inf = 4, eps_1 = 1" in result.stdout
+    # 10^5 report sequences are finitely many, not unbounded: the identity line says so
+    assert "unbounded outputs" not in result.stdout and "finitely many report sequences" in result.stdout
     bad = runner.invoke(app, [*args, "-p", "rounds=0"])
     assert bad.exit_code == 2 and bad.stderr.startswith("error: --param rounds: must be >= 1")
     assert bad.stderr.count("\n") == 1
