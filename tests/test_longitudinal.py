@@ -393,3 +393,42 @@ def test_loloha_is_l_grr_on_the_hash_values():
     assert (levels.eps_1, levels.eps_tau, levels.eps_inf) == (reference.eps_1, reference.eps_tau, reference.eps_inf)
     # the paper's optimal g (multi-freq-ldpy 0.2.5's L-OLH gives these)
     assert [loloha_g(4.0, 1.0), loloha_g(2.0, 1.0), loloha_g(8.0, 2.0), loloha_g(1.0, 0.5)] == LOLOHA_G
+
+
+# ------------------------------------------------------------------ likely subset
+@settings(max_examples=10, deadline=None)
+@given(
+    k=st.integers(3, 9),
+    tau=st.integers(1, 4),
+    eps_inf=st.floats(0.5, 5.0),
+    frac=st.floats(0.1, 0.9),
+    switch=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_likely_subset_of_memoized_grr_gives_the_full_mle(k, tau, eps_inf, frac, switch, seed):
+    # few users holding two values: many values are never reported, so the subset is a real restriction
+    stages = [make("mechanism", "krr", line(k), eps=eps_inf * frac * (1 + (t % 2) * switch)) for t in range(tau)]
+    mech = MemoizedMechanism.compose(make("mechanism", "krr", line(k), eps=eps_inf), stages)
+    reports = mech.sample(np.array([0, 0, 0, 1, 1]), np.random.default_rng(seed))
+    mask = mech.likely_subset(reports)
+    assert mask is not None and np.array_equal(mask, np.isin(np.arange(k), reports))
+    obs = Observations.from_reports(mech.domain, [(mech, reports)])
+    full = Likelihood.of(obs)
+    restricted = gibu(Likelihood.of(obs, support=mask), stop="kkt", tol=1e-8, accelerate="squarem", max_iter=200_000)
+    theta = Likelihood.of(obs, support=mask).expand(restricted.theta)
+    # KKT on the whole domain at the restricted MLE: it is an MLE of the unrestricted likelihood
+    kkt, gap = full.certificate(full.gradient(theta))
+    assert kkt <= 1e-7
+    unrestricted = gibu(full, stop="kkt", tol=1e-8, accelerate="squarem", max_iter=200_000)
+    assert full.loglik(theta) >= full.loglik(unrestricted.theta) - 1e-6  # both within n log(1 + 1e-8) of the MLE
+
+
+def test_likely_subset_is_unknown_without_k_rr_stages():
+    dense = MemoizedMechanism.compose(
+        make("mechanism", "matrix", line(3), rows=krr_matrix(3, 2.0).tolist()),
+        [make("mechanism", "krr", line(3), eps=1.0)],
+    )
+    reports = dense.sample(np.zeros(4, dtype=int), np.random.default_rng(0))
+    assert dense.likely_subset(reports) is None
+    unary = make("mechanism", "l-oue", line(4), eps_inf=2.0, eps_1=1.0, rounds=2)
+    assert unary.likely_subset(unary.sample(np.zeros(4, dtype=int), np.random.default_rng(0))) is None

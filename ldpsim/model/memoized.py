@@ -436,6 +436,29 @@ class MemoizedMechanism(Mechanism):
 
         return shift, LinearOperator((d, k), matvec=matvec, rmatvec=rmatvec, dtype=float)
 
+    def _likely_subset(self, reports: np.ndarray) -> np.ndarray | None:
+        # 004 Prop. 8.4 over whole sequences. With a k-RR permanent stage (p1 > q1) and k-RR instantaneous stages
+        # (p2_t > q2_t), P(y | x) = e^Q [1 + q1 S(y) + (p1 - q1)(u_y(x) - 1)], u_y(x) the product of the gains
+        # p2_t / q2_t of the rounds that reported x: u_y(x) = 1 if y never reports x, > 1 if it does. A value that
+        # no round of any report names is beaten by a named one on every report, strictly where that one is named.
+        k = self.domain.size
+        perm = self.permanent_stage
+        pair = perm.named_value_likelihood()
+        named = [stage.named_value_likelihood() for stage in self.instantaneous_stages]
+        if (
+            self.round_width != 1
+            or pair is None
+            or pair[0] <= pair[1]
+            or perm.output_size != k
+            or any(stage.domain.size != k for stage in self.instantaneous_stages)
+            or any(p is None or p[0] <= p[1] for p in named)
+        ):
+            return None
+        self.require_outputs(reports.ravel(), k)
+        mask = np.zeros(k, dtype=bool)
+        mask[reports.ravel()] = True
+        return mask
+
     def _permanent_products(self) -> tuple[Any, Any]:
         """``theta -> A1^T theta`` and ``v -> A1 v``, in O(k) for a k-RR permanent stage."""
         pair = self.permanent_stage.named_value_likelihood()
