@@ -432,3 +432,16 @@ def test_likely_subset_is_unknown_without_k_rr_stages():
     assert dense.likely_subset(reports) is None
     unary = make("mechanism", "l-oue", line(4), eps_inf=2.0, eps_1=1.0, rounds=2)
     assert unary.likely_subset(unary.sample(np.zeros(4, dtype=int), np.random.default_rng(0))) is None
+
+
+def test_loloha_round_channel_has_an_unbiased_estimate():
+    from ldpsim.testing import check_unbiased_estimate
+
+    mech = make("mechanism", "loloha", line(6), eps_inf=2.5, eps_1=1.0, rounds=3)
+    channel = mech.round_channel(1)
+    assert channel.capabilities.unbiased_estimate
+    check_unbiased_estimate(channel, samples=40_000, seed=3)
+    # and on reports of one value: the estimate concentrates there (C_x / n -> p for it, 1/g elsewhere)
+    reports = channel.sample(np.full(50_000, 2), np.random.default_rng(7))
+    estimate = channel.unbiased_estimate(reports, np.ones(reports.shape[0]))
+    assert abs(estimate[2] - 1.0) < 0.1 and np.abs(np.delete(estimate, 2)).max() < 0.1

@@ -268,6 +268,22 @@ class HashedChannel(Mechanism):
         hit = _hash(reports[:, :1], np.arange(self.domain.size)[None, :], self.g) == reports[:, 1:]
         return np.where(hit, math.log(self.p), math.log((1 - self.p) / (self.g - 1))) + LOG_SEED_PROB
 
+    def _unbiased_estimate(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        # LOLOHA's estimator (Arcolezi et al., EDBT 2023), as for local hashing: a report supports x (h(x) = y)
+        # w.p. p = p1 p2 + (1 - p1) q2 if x is the user's value, else 1/g (universal hashing, up to O(1/P)), so
+        # E[C_x / n] = 1/g + (p - 1/g) theta_x: the paper's (C_x - n q1' ) / (n (p1' - q1')) with q1' = 1/g.
+        _check_seeds(self, reports[:, 0])
+        self.require_outputs(reports[:, 1], self.g)
+        counts = np.asarray(counts, dtype=float)
+        k = self.domain.size
+        supported = np.zeros(k)
+        step = max(1, 2**22 // k)
+        for start in range(0, reports.shape[0], step):
+            rows = slice(start, start + step)
+            hit = _hash(reports[rows, :1], np.arange(k)[None, :], self.g) == reports[rows, 1:]
+            supported += np.einsum("d,dx->x", counts[rows], hit.astype(float))
+        return (supported / counts.sum() - 1.0 / self.g) / (self.p - 1.0 / self.g)
+
 
 #: log P(seed): a uniform on 1..PRIME-1, b uniform on 0..PRIME-1
 LOG_SEED_PROB = -math.log(PRIME - 1) - math.log(PRIME)
