@@ -445,3 +445,18 @@ def test_loloha_round_channel_has_an_unbiased_estimate():
     reports = channel.sample(np.full(50_000, 2), np.random.default_rng(7))
     estimate = channel.unbiased_estimate(reports, np.ones(reports.shape[0]))
     assert abs(estimate[2] - 1.0) < 0.1 and np.abs(np.delete(estimate, 2)).max() < 0.1
+
+
+def test_sampler_with_switching_stages_follows_the_two_stage_law():
+    # one vectorized draw per distinct stage for all its rounds (rounds 1 and 3 share one): the sequences'
+    # law is still sum_z A1(z|x) prod_t A2_t(y_t|z); chi-square over the 27 sequences, false-alarm rate 1e-3
+    from scipy.stats import chisquare
+
+    k, eps2 = 3, [1.0, 2.0, 1.0]
+    stages = [make("mechanism", "krr", line(k), eps=e) for e in eps2]
+    mech = MemoizedMechanism.compose(make("mechanism", "krr", line(k), eps=1.5), stages)
+    reports = mech.sample(np.full(60_000, 2), np.random.default_rng(2024))
+    observed = np.bincount(np.ravel_multi_index(tuple(reports.T), (k,) * 3), minlength=k**3)
+    sequences = np.array(list(itertools.product(range(k), repeat=3)))
+    expected = brute_grr(krr_matrix(k, 1.5), [krr_matrix(k, e) for e in eps2], sequences)[:, 2] * 60_000
+    assert chisquare(observed, expected).pvalue > 1e-3
