@@ -17,6 +17,7 @@ import resource
 import time
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 import ldpsim
 from ldpsim import Integers, Observations
@@ -80,4 +81,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with threadpool_limits(limits=1, user_api="blas"):  # as ldpsim's runner does: contended BLAS threads cost more
+        main()

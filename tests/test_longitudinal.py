@@ -315,6 +315,8 @@ def test_check_mechanism_prints_the_three_levels_and_refuses_bad_input():
     assert result.exit_code == 0
     assert "eps_1 = 0.919574 (one report), eps_5 = 3.70974 (all 5 reports, closed form), eps_inf = 4" in result.stdout
     assert "parameters  eps_inf = 4, eps_1 = 1" in result.stdout
+    # 10^5 report sequences are finitely many, not unbounded: the identity line says so
+    assert "unbounded outputs" not in result.stdout and "finitely many report sequences" in result.stdout
     bad = runner.invoke(app, [*args, "-p", "rounds=0"])
     assert bad.exit_code == 2 and bad.stderr.startswith("error: --param rounds: must be >= 1")
     assert bad.stderr.count("\n") == 1
@@ -415,3 +417,68 @@ def test_the_mle_on_the_likely_subset_is_the_mle(name, k, rounds, seed):
     assert restricted.loglik >= whole.loglik - 1e-5 * obs.n
     full = Likelihood.of(obs)  # certified on the whole domain too: no value left out would raise L
     assert full.certificate(full.gradient(restricted.distribution))[0] <= 1e-5
+
+
+# ------------------------------------------------------------------ likely subset
+@settings(max_examples=10, deadline=None)
+@given(
+    k=st.integers(3, 9),
+    tau=st.integers(1, 4),
+    eps_inf=st.floats(0.5, 5.0),
+    frac=st.floats(0.1, 0.9),
+    switch=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_likely_subset_of_memoized_grr_gives_the_full_mle(k, tau, eps_inf, frac, switch, seed):
+    # few users holding two values: many values are never reported, so the subset is a real restriction
+    stages = [make("mechanism", "krr", line(k), eps=eps_inf * frac * (1 + (t % 2) * switch)) for t in range(tau)]
+    mech = MemoizedMechanism.compose(make("mechanism", "krr", line(k), eps=eps_inf), stages)
+    reports = mech.sample(np.array([0, 0, 0, 1, 1]), np.random.default_rng(seed))
+    mask = mech.likely_subset(reports)
+    assert mask is not None and np.array_equal(mask, np.isin(np.arange(k), reports))
+    obs = Observations.from_reports(mech.domain, [(mech, reports)])
+    full = Likelihood.of(obs)
+    restricted = gibu(Likelihood.of(obs, support=mask), stop="kkt", tol=1e-8, accelerate="squarem", max_iter=200_000)
+    theta = Likelihood.of(obs, support=mask).expand(restricted.theta)
+    # KKT on the whole domain at the restricted MLE: it is an MLE of the unrestricted likelihood
+    kkt, gap = full.certificate(full.gradient(theta))
+    assert kkt <= 1e-7
+    unrestricted = gibu(full, stop="kkt", tol=1e-8, accelerate="squarem", max_iter=200_000)
+    assert full.loglik(theta) >= full.loglik(unrestricted.theta) - 1e-6  # both within n log(1 + 1e-8) of the MLE
+
+
+def test_likely_subset_is_unknown_without_k_rr_stages():
+    dense = MemoizedMechanism.compose(
+        make("mechanism", "matrix", line(3), rows=krr_matrix(3, 2.0).tolist()),
+        [make("mechanism", "krr", line(3), eps=1.0)],
+    )
+    reports = dense.sample(np.zeros(4, dtype=int), np.random.default_rng(0))
+    assert dense.likely_subset(reports) is None
+
+
+def test_loloha_round_channel_has_an_unbiased_estimate():
+    from ldpsim.testing import check_unbiased_estimate
+
+    mech = make("mechanism", "loloha", line(6), eps_inf=2.5, eps_1=1.0, rounds=3)
+    channel = mech.round_channel(1)
+    assert channel.capabilities.unbiased_estimate
+    check_unbiased_estimate(channel, samples=40_000, seed=3)
+    # and on reports of one value: the estimate concentrates there (C_x / n -> p for it, 1/g elsewhere)
+    reports = channel.sample(np.full(50_000, 2), np.random.default_rng(7))
+    estimate = channel.unbiased_estimate(reports, np.ones(reports.shape[0]))
+    assert abs(estimate[2] - 1.0) < 0.1 and np.abs(np.delete(estimate, 2)).max() < 0.1
+
+
+def test_sampler_with_switching_stages_follows_the_two_stage_law():
+    # one vectorized draw per distinct stage for all its rounds (rounds 1 and 3 share one): the sequences'
+    # law is still sum_z A1(z|x) prod_t A2_t(y_t|z); chi-square over the 27 sequences, false-alarm rate 1e-3
+    from scipy.stats import chisquare
+
+    k, eps2 = 3, [1.0, 2.0, 1.0]
+    stages = [make("mechanism", "krr", line(k), eps=e) for e in eps2]
+    mech = MemoizedMechanism.compose(make("mechanism", "krr", line(k), eps=1.5), stages)
+    reports = mech.sample(np.full(60_000, 2), np.random.default_rng(2024))
+    observed = np.bincount(np.ravel_multi_index(tuple(reports.T), (k,) * 3), minlength=k**3)
+    sequences = np.array(list(itertools.product(range(k), repeat=3)))
+    expected = brute_grr(krr_matrix(k, 1.5), [krr_matrix(k, e) for e in eps2], sequences)[:, 2] * 60_000
+    assert chisquare(observed, expected).pvalue > 1e-3

@@ -404,14 +404,18 @@ class MemoizedMechanism(Mechanism):
         hit, miss = np.array(named, dtype=float).T
         d, tau = reports.shape
         # Per report, the reported values sorted, and each distinct one's summed gain: CSR built directly.
-        order = np.argsort(reports, axis=1, kind="stable")
-        values = np.take_along_axis(reports, order, axis=1)
+        gain = hit - miss
+        same = bool(np.all(gain == gain[0]))  # one stage for every round: a value's gain is its count times the gain
+        if same:  # a plain sort: 4-5x faster than argsort + take_along_axis on 10^6 x 10
+            values = np.sort(reports, axis=1)
+        else:
+            order = np.argsort(reports, axis=1, kind="stable")
+            values = np.take_along_axis(reports, order, axis=1)
         first = np.ones((d, tau), dtype=bool)
         first[:, 1:] = values[:, 1:] != values[:, :-1]
         starts = np.flatnonzero(first)
-        gain = hit - miss
-        if np.all(gain == gain[0]):  # one stage for every round: a value's gain is its count times the gain
-            data = np.diff(np.append(starts, d * tau)).astype(float) * gain[0]
+        if same:
+            data = np.diff(starts, append=d * tau).astype(float) * gain[0]
         else:
             data = np.add.reduceat(gain[order].ravel(), starts)
         indptr = np.concatenate([[0], np.cumsum(first.sum(axis=1))])
@@ -431,9 +435,33 @@ class MemoizedMechanism(Mechanism):
 
         def rmatvec(w: np.ndarray) -> np.ndarray:
             w = np.ravel(w)
-            return float(constant @ w) + to_values(gains_t @ w)
+            # einsum, not ``constant @ w``: a BLAS dot of 10^6 entries costs 100x more with threads contended
+            return float(np.einsum("i,i->", constant, w)) + to_values(gains_t @ w)
 
         return shift, LinearOperator((d, k), matvec=matvec, rmatvec=rmatvec, dtype=float)
+
+    def _likely_subset(self, reports: np.ndarray) -> np.ndarray | None:
+        # 004 Prop. 8.4 over whole sequences. With a k-RR permanent stage (p1 > q1) and k-RR instantaneous stages
+        # (p2_t > q2_t), P(y | x) = e^Q [1 + q1 S(y) + (p1 - q1)(u_y(x) - 1)], u_y(x) the product of the gains
+        # p2_t / q2_t of the rounds that reported x: u_y(x) = 1 if y never reports x, > 1 if it does. A value that
+        # no round of any report names is beaten by a named one on every report, strictly where that one is named.
+        k = self.domain.size
+        perm = self.permanent_stage
+        pair = perm.named_value_likelihood()
+        named = [stage.named_value_likelihood() for stage in self.instantaneous_stages]
+        if (
+            self.round_width != 1
+            or pair is None
+            or pair[0] <= pair[1]
+            or perm.output_size != k
+            or any(stage.domain.size != k for stage in self.instantaneous_stages)
+            or any(p is None or p[0] <= p[1] for p in named)
+        ):
+            return None
+        self.require_outputs(reports.ravel(), k)
+        mask = np.zeros(k, dtype=bool)
+        mask[reports.ravel()] = True
+        return mask
 
     def _permanent_products(self) -> tuple[Any, Any]:
         """``theta -> A1^T theta`` and ``v -> A1 v``, in O(k) for a k-RR permanent stage."""

@@ -157,7 +157,12 @@ class MechanismReport:
                 out.append(f"parameters  {named}")
         if self.lip_eps is not None:
             out.append(f"LIP         eps = {_num(self.lip_eps)} under the given prior (002 Definition 3)")
-        outs = "unbounded outputs" if self.outputs is None else f"{self.outputs} outputs"
+        if self.outputs is not None:
+            outs = f"{self.outputs} outputs"
+        elif self.over_time is not None:  # memoized: finitely many report sequences, too many to list
+            outs = "finitely many report sequences (too many to list: columns of sampled ones)"
+        else:
+            outs = "unbounded outputs"
         ident = "identifies the distribution" if self.identifiable else "does NOT identify the distribution"
         out.append(
             f"identity    rank {self.rank} for |X| = {self.size} values and {outs}, condition number "
@@ -166,8 +171,9 @@ class MechanismReport:
         if self.consistent:
             out.append("consistency IBU's estimate converges to the true distribution as n grows (004 Sec. 6)")
         elif self.identifiable:
+            unlisted = "report sequences not listed" if self.over_time is not None else "unbounded outputs"
             out.append(
-                "consistency identification holds; the dominance condition is not guaranteed (zeros or unbounded outputs)"
+                f"consistency identification holds; the dominance condition is not guaranteed (zeros or {unlisted})"
             )
         else:
             out.append("consistency no: different distributions give the same report distribution")

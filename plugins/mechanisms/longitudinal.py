@@ -55,26 +55,6 @@ def _eps_pair_check(eps_inf: float, eps_1: float) -> None:
         )
 
 
-def _reported_values(mech: MemoizedMechanism, reports: np.ndarray) -> np.ndarray | None:
-    """The likely subset of a memoized mechanism with k-RR stages (None if its stages are not such).
-
-    With k-RR stages whose reported value is the likelier one (p > q in both), a sequence's likelihood
-    is e^Q [1 + sum_z A1(z|x) (u(z) - 1)] with u(z) > 1 exactly where z was reported: a value that no
-    sequence reports gets only the constant, so any reported value beats it on every sequence, strictly
-    on those that report it (004 Def. 2-3), as for k-RR itself.
-    """
-    stages = (mech.permanent_stage, *mech.instantaneous_stages)
-    named = [stage.named_value_likelihood() for stage in stages]
-    k = mech.domain.size
-    if mech.round_width != 1 or mech.permanent_stage.output_size != k or reports.size == 0:
-        return None
-    if any(pair is None or pair[0] <= pair[1] for pair in named):
-        return None
-    mask = np.zeros(k, dtype=bool)
-    mask[np.unique(reports)] = True
-    return mask
-
-
 class Memoized(MemoizedMechanism):
     """A permanent mechanism reused by instantaneous mechanism(s) every round; a report is the whole sequence."""
 
@@ -86,9 +66,6 @@ class Memoized(MemoizedMechanism):
     )
     eps_instantaneous = Param(("float", "vector"), gt=0, doc="eps of the instantaneous stage, or one per round")
     rounds = Param("int", None, ge=1, doc="tau: reports per user, one per round (default: the stages given, or 1)")
-
-    def _likely_subset(self, reports: np.ndarray) -> np.ndarray | None:
-        return _reported_values(self, reports)
 
     def _stages(self) -> tuple[Mechanism, Sequence[Mechanism]]:
         registry = get_registry()
@@ -135,9 +112,6 @@ class LGRR(MemoizedMechanism):
     def instantaneous_p(self) -> float:
         """p2, the probability that a round reports the permanent value."""
         return lgrr_p2(self.domain.size, self.eps_inf, self.eps_1, self.published)
-
-    def _likely_subset(self, reports: np.ndarray) -> np.ndarray | None:
-        return _reported_values(self, reports)
 
     def _stages(self) -> tuple[Mechanism, Sequence[Mechanism]]:
         _eps_pair_check(self.eps_inf, self.eps_1)
@@ -293,6 +267,22 @@ class HashedChannel(Mechanism):
         self.require_outputs(reports[:, 1], self.g)
         hit = _hash(reports[:, :1], np.arange(self.domain.size)[None, :], self.g) == reports[:, 1:]
         return np.where(hit, math.log(self.p), math.log((1 - self.p) / (self.g - 1))) + LOG_SEED_PROB
+
+    def _unbiased_estimate(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        # LOLOHA's estimator (Arcolezi et al., EDBT 2023), as for local hashing: a report supports x (h(x) = y)
+        # w.p. p = p1 p2 + (1 - p1) q2 if x is the user's value, else 1/g (universal hashing, up to O(1/P)), so
+        # E[C_x / n] = 1/g + (p - 1/g) theta_x: the paper's (C_x - n q1' ) / (n (p1' - q1')) with q1' = 1/g.
+        _check_seeds(self, reports[:, 0])
+        self.require_outputs(reports[:, 1], self.g)
+        counts = np.asarray(counts, dtype=float)
+        k = self.domain.size
+        supported = np.zeros(k)
+        step = max(1, 2**22 // k)
+        for start in range(0, reports.shape[0], step):
+            rows = slice(start, start + step)
+            hit = _hash(reports[rows, :1], np.arange(k)[None, :], self.g) == reports[rows, 1:]
+            supported += np.einsum("d,dx->x", counts[rows], hit.astype(float))
+        return (supported / counts.sum() - 1.0 / self.g) / (self.p - 1.0 / self.g)
 
 
 #: log P(seed): a uniform on 1..PRIME-1, b uniform on 0..PRIME-1
