@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
     from .estimation.newton import newton_mle
     from .estimation.observations import Observations, ReportGroup
     from .estimation.operators import (
+        box_convolution_likelihood,
         constant_plus_column,
         constant_plus_intervals,
         convolution_likelihood,
@@ -99,6 +100,7 @@ _LAZY: dict[str, str] = {
     "ReportGroup": "estimation.observations",
     "constant_plus_column": "estimation.operators",
     "convolution_likelihood": "estimation.operators",
+    "box_convolution_likelihood": "estimation.operators",
     "named_values_likelihood": "estimation.operators",
     "rank_one_plus_sparse": "estimation.operators",
     "project_simplex": "estimation.simplex",
@@ -228,6 +230,7 @@ __all__ = [
     "ScenarioError",
     "audit_mechanism",
     "bayes_vulnerability",
+    "box_convolution_likelihood",
     "check_estimate",
     "check_mechanism",
     "check_start",

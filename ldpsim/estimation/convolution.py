@@ -8,7 +8,7 @@ and ``ldpsim list`` should not pay when no grid likelihood is built.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from scipy.sparse.linalg import LinearOperator
@@ -114,29 +114,18 @@ class ConvolutionOperator(LinearOperator):
         """
         if not self.clamp:
             return None
-        mask = np.asarray(support, dtype=bool).reshape(self.grid)
-        where = np.nonzero(mask)
-        if where[0].size == 0:
+        box = support_box(support, self.grid, self.positions, self.start, self.window)
+        if box is None:
             return None
-        lo = np.array([w.min() for w in where])
-        hi = np.array([w.max() for w in where])
-        box = tuple(slice(a, b + 1) for a, b in zip(lo, hi))
-        if where[0].size != mask[box].size:  # not every cell of the bounding box is in the support
-            return None
-        first = np.asarray(self.start)
-        last = first + np.asarray(self.window) - 1
-        cut_first, cut_last = np.maximum(first, lo), np.minimum(last, hi)
+        lo, shape, cut_first, cut_last = box
+        hi = lo + np.asarray(shape) - 1
         pos = self.positions
-        if np.any(pos < cut_first) or np.any(pos > cut_last):
-            return None
-        if np.any((pos == cut_first) & (cut_first > first)) or np.any((pos == cut_last) & (cut_last < last)):
-            return None
-        shape = tuple(int(n) for n in hi - lo + 1)
         kernel = self.kernel
         for axis, (n, h) in enumerate(zip(shape, self.half)):
             # offsets <= -n into one bucket, -n+1 .. n-1 as they are, >= n into one bucket
             kernel = np.add.reduceat(kernel, np.r_[0, np.arange(h - n + 1, h + n + 1)], axis=axis)
-        scale = None if self.column_scale is None else self.column_scale.reshape(self.grid)[box].ravel()
+        cells = tuple(slice(a, b + 1) for a, b in zip(lo, hi))
+        scale = None if self.column_scale is None else self.column_scale.reshape(self.grid)[cells].ravel()
         op = ConvolutionOperator(kernel, shape, pos - cut_first, cut_first - lo, cut_last - cut_first + 1, True, scale)
         return op.shift, op
 
@@ -279,3 +268,62 @@ class ConvolutionOperator(LinearOperator):
             sel = np.all(classes == cls, axis=1)
             out[sel] = self._cumulated(tuple(int(c) for c in cls))[tuple(index[sel].T)]
         return np.where(empty, 0.0, out)
+
+
+def support_box(
+    support: np.ndarray, grid: Sequence[int], positions: np.ndarray, start: Sequence[int], window: Sequence[int]
+) -> tuple[np.ndarray, tuple[int, ...], np.ndarray, np.ndarray] | None:
+    """``(lo, shape, cut_first, cut_last)`` of a support on which a clamped convolution is its own box's.
+
+    ``lo`` and ``shape`` are the support's bounding box, ``cut_first`` and ``cut_last`` the window cut
+    to it (domain coordinates, inclusive). None when the support is not its whole bounding box, when a
+    report (``positions``, domain coordinates) lies outside the cut window, or when a report sits on a
+    side where the box cuts the window: there it would collect offsets that it does not collect in the
+    whole window. See :meth:`ConvolutionOperator.restricted`.
+    """
+    mask = np.asarray(support, dtype=bool).reshape(tuple(grid))
+    where = np.nonzero(mask)
+    if where[0].size == 0:
+        return None
+    lo = np.array([w.min() for w in where])
+    hi = np.array([w.max() for w in where])
+    if where[0].size != math.prod(int(n) for n in hi - lo + 1):  # not every cell of the bounding box
+        return None
+    first = np.asarray(start)
+    last = first + np.asarray(window) - 1
+    cut_first, cut_last = np.maximum(first, lo), np.minimum(last, hi)
+    pos = np.asarray(positions)
+    if np.any(pos < cut_first) or np.any(pos > cut_last):
+        return None
+    if np.any((pos == cut_first) & (cut_first > first)) or np.any((pos == cut_last) & (cut_last < last)):
+        return None
+    return lo, tuple(int(n) for n in hi - lo + 1), cut_first, cut_last
+
+
+def box_likelihood(
+    kernel_at: Callable[[tuple[int, ...]], np.ndarray],
+    shape: Sequence[int],
+    positions: np.ndarray,
+    start: Sequence[int],
+    window: Sequence[int],
+    support: np.ndarray,
+) -> tuple[np.ndarray, ConvolutionOperator] | None:
+    """``(shift, H)`` on the support's box, built without the whole grid's operator or kernel.
+
+    What :meth:`ConvolutionOperator.restricted` gives, with the box's kernel from ``kernel_at(box
+    shape)`` (offsets shorter than the box as they are, the rest folded per side: the whole grid's
+    kernel cropped) instead of cropped from the grid's: a mechanism whose kernel costs the grid's
+    size to build (quadratures per cell) then pays only for the box. None where ``restricted``
+    would be.
+    """
+    box = support_box(support, shape, positions, start, window)
+    if box is None:
+        return None
+    lo, box_shape, cut_first, cut_last = box
+    kernel = np.asarray(kernel_at(box_shape), dtype=float)
+    if kernel.shape != tuple(2 * n + 1 for n in box_shape):
+        raise ValueError(f"kernel_at({box_shape}) must have shape {tuple(2 * n + 1 for n in box_shape)}")
+    op = ConvolutionOperator(
+        kernel, box_shape, np.asarray(positions) - cut_first, cut_first - lo, cut_last - cut_first + 1, True, None
+    )
+    return op.shift, op

@@ -54,6 +54,18 @@ class Likelihood:
         blocks: list[np.ndarray | LinearOperator] = []
         shifts: list[np.ndarray] = []
         for group in groups:
+            # a mechanism may build its likelihood on the support alone (a planar box on a large grid),
+            # where it would give a structured likelihood for the whole domain (the same size policy)
+            mech = group.plan[0]
+            own = (
+                mech.subset_likelihood(group.reports, support)
+                if support is not None and len(group.plan) == 1 and mech.domain.size >= mech.structured_min_size
+                else None
+            )
+            if own is not None:
+                shifts.append(own[0])
+                blocks.append(own[1])
+                continue
             shift, block = _block(group)
             if support is not None:
                 # an operator may know a cheaper form of itself on the support (a convolution on its box)

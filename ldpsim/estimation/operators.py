@@ -18,6 +18,8 @@ far less than a dense product:
   grid, reported as a cell of an output window with positions beyond the
   window clamped to its edge (truncated geometric, Laplace, exponential,
   planar mechanisms): one FFT product per application, O(|X| log |X|).
+* :func:`box_convolution_likelihood`: the same on a likely subset's box only,
+  at the box's cost whatever the grid's size.
 
 Rows keep their per-report scale (``max_x H[d, x]`` is 1, or within a small
 factor of it), so nothing underflows however small eps * distance is; entries
@@ -28,7 +30,7 @@ zero, as they are in the dense matrix.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -200,6 +202,60 @@ def convolution_likelihood(
 
     op = ConvolutionOperator(kernel, shape, outputs, start, window, clamp, column_scale)
     return op.shift, op
+
+
+def box_convolution_likelihood(
+    kernel_at: Callable[[tuple[int, ...]], np.ndarray],
+    shape: Sequence[int],
+    outputs: np.ndarray,
+    support: np.ndarray,
+    *,
+    start: Sequence[int] | None = None,
+    window: Sequence[int] | None = None,
+) -> tuple[np.ndarray, ConvolutionOperator] | None:
+    """:func:`convolution_likelihood` (clamped) on the values of ``support`` only, at the cost of its box.
+
+    A likely subset (004 Sec. 8) of reports amid a large grid is a small box around them: this
+    builds the convolution over that box without the grid's operator or kernel, so the grid's
+    size costs nothing but the mask. ``kernel_at(box_shape)`` gives the kernel for a grid of that
+    shape (offsets shorter than it as they are, the rest folded into one bucket per side), the
+    grid's own kernel cropped. Exact for every value of the support when the support is its
+    bounding box and no report sits on a side where the box cuts the output window (such a report
+    would collect offsets it collects in the whole window); None otherwise.
+
+    Parameters
+    ----------
+    kernel_at
+        Box shape -> kernel of odd length ``2 n + 1`` per axis, centred, tails folded.
+    shape
+        The grid's shape.
+    outputs
+        The reports' cells in window coordinates, (D, ndim).
+    support
+        Boolean mask over the grid's values (flat, row-major).
+    start, window
+        The output window, as in :func:`convolution_likelihood`.
+
+    Returns
+    -------
+    tuple or None
+        ``(shift, H)`` with ``P(report_d | x) = exp(shift_d) H[d, x]`` for the support's values
+        ``x`` in row-major order, or None (build the whole grid's likelihood then).
+    """
+    shape = tuple(int(s) for s in shape)
+    outputs = np.asarray(outputs, dtype=np.int64).reshape(-1, len(shape))
+    start = tuple(int(s) for s in (start if start is not None else (0,) * len(shape)))
+    window = tuple(int(w) for w in (window if window is not None else np.subtract(shape, start)))
+    if any(s < 0 or w < 1 or s + w > n for s, w, n in zip(start, window, shape)):
+        raise ValueError(f"window start {start}, size {window} does not fit in {shape}")
+    if outputs.size and (np.any(outputs < 0) or np.any(outputs >= np.asarray(window))):
+        raise ValueError("outputs must be window coordinates")
+    support = np.asarray(support, dtype=bool).ravel()
+    if support.size != math.prod(shape):
+        raise ValueError(f"support must be a mask over the {math.prod(shape)} values, got {support.size}")
+    from .convolution import box_likelihood  # scipy.sparse.linalg: imported when a grid needs it
+
+    return box_likelihood(kernel_at, shape, outputs + np.asarray(start), start, window, support)
 
 
 def __getattr__(name: str) -> Any:

@@ -26,6 +26,7 @@ hook (a subclass implements)       public wrapper (the core calls)   capability 
                                    ``structured_likelihood(r)``
 ``_unbiased_estimate(r, counts)``  ``unbiased_estimate(r, counts)``  ``unbiased_estimate``
 ``_likely_subset(r)``              ``likely_subset(r)``              ``likely_subset``
+``_subset_likelihood(r, mask)``    ``subset_likelihood(r, mask)``    ``subset_likelihood``
 ``_output_count()``                ``output_count()``                ``output_count``
 ``_named_value_likelihood()``      ``named_value_likelihood()``      ``named_value_likelihood``
 ``_log_matrix()``                  ``log_matrix``                    ``log_matrix``
@@ -55,6 +56,9 @@ Capabilities:
   and their counts; matrix inversion uses it instead of inverting the matrix.
 * likely subset: a non-empty mask over the domain outside which every value is beaten by
   another on every report, strictly on one (004 Definitions 2-3): any MLE is zero there.
+* subset likelihood: ``(shift, H)`` over the values of a likely subset only, built at the
+  subset's cost (planar mechanisms: a convolution over the subset's box, whatever the grid's
+  size); estimation on a likely subset uses it instead of restricting the whole likelihood.
 * output count: the number of columns ``_matrix`` would return, known without building
   it, so that a matrix too large for the machine is refused before it is allocated.
 * named-value likelihood: ``(log P(z | z), log P(z | x != z))`` for one-column reports
@@ -117,6 +121,7 @@ PUBLIC_WRAPPERS = (
     "structured_likelihood",
     "unbiased_estimate",
     "likely_subset",
+    "subset_likelihood",
     "output_count",
     "named_value_likelihood",
     "log_matrix",
@@ -142,6 +147,8 @@ class Capabilities:
         ``_unbiased_estimate``: its own unbiased estimate of the distribution.
     likely_subset
         ``_likely_subset``: values that any MLE can give positive mass.
+    subset_likelihood
+        ``_subset_likelihood``: the likelihood on a likely subset's values, at the subset's cost.
     output_count
         ``_output_count``: the matrix's number of columns, known without building it.
     named_value_likelihood
@@ -157,6 +164,7 @@ class Capabilities:
     structured_likelihood: bool = False
     unbiased_estimate: bool = False
     likely_subset: bool = False
+    subset_likelihood: bool = False
     output_count: bool = False
     named_value_likelihood: bool = False
     log_matrix: bool = False
@@ -259,6 +267,11 @@ class Mechanism(OnDomain):
     def _likely_subset(self, reports: np.ndarray) -> np.ndarray | None:
         """A boolean mask over the domain outside which every value is unlikely for these reports
         (004 Definitions 2-3), so any MLE is zero there. None if unknown."""
+        return None
+
+    def _subset_likelihood(self, reports: np.ndarray, support: np.ndarray) -> tuple[np.ndarray, Any] | None:
+        """``(shift, H)`` with ``P(report_d | x) = exp(shift_d) * H[d, j]`` for ``x`` the j-th value of
+        ``support`` (a likely subset), built without the whole domain's likelihood; None: restrict that."""
         return None
 
     def _output_count(self) -> int | None:
@@ -487,6 +500,37 @@ class Mechanism(OnDomain):
             if mask.shape != (self.domain.size,) or not mask.any():
                 raise ContractError(f"{self!r}._likely_subset must return a non-empty mask over the domain")
         return mask
+
+    def subset_likelihood(self, reports: np.ndarray, support: np.ndarray) -> tuple[np.ndarray, Any] | None:
+        """The likelihood of ``reports`` on the values of ``support`` only, at the support's cost.
+
+        Parameters
+        ----------
+        reports
+            (D, report_width) integer reports.
+        support
+            ``(|X|,)`` boolean mask, a likely subset of these reports.
+
+        Returns
+        -------
+        tuple or None
+            ``(shift, H)``: a (D,) float array and a ``(D, support.sum())`` operator with
+            ``P(report_d | x) = exp(shift_d) * H[d, j]`` for x the support's j-th value; None
+            if the mechanism has none for this support (restrict the whole likelihood then).
+        """
+        reports = self._check_reports(reports)
+        if not self.capabilities.subset_likelihood:
+            return None
+        support = np.asarray(support, dtype=bool)
+        parts = self._subset_likelihood(reports, support)
+        if parts is not None:
+            shift, op = parts
+            if np.shape(shift) != (reports.shape[0],) or tuple(op.shape) != (reports.shape[0], int(support.sum())):
+                raise ContractError(
+                    f"{self!r}._subset_likelihood must return (shift, H) of shapes ({reports.shape[0]},) and "
+                    f"({reports.shape[0]}, {int(support.sum())})"
+                )
+        return parts
 
     def output_count(self) -> int | None:
         """The number of outputs of the matrix, known without building it (None if unknown or infinite)."""

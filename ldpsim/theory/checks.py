@@ -219,7 +219,8 @@ def check_structured_likelihood(mech: Mechanism, *, seed: int = 0) -> None:
 
 def check_likely_subset(mech: Mechanism, *, seed: int = 0) -> None:
     """A declared likely subset leaves out only values beaten by another on every report, strictly on
-    one (004 Definitions 2-3), on reports of a few users holding one value and of users holding many."""
+    one (004 Definitions 2-3), on reports of a few users holding one value and of users holding many;
+    a declared subset likelihood is the log-likelihood's on the subset's values."""
     if not mech.capabilities.likely_subset:
         return
     rng = np.random.default_rng([seed, 5])
@@ -230,6 +231,14 @@ def check_likely_subset(mech: Mechanism, *, seed: int = 0) -> None:
         if mask is None:
             continue
         log_p = mech.log_likelihood(reports)
+        own = mech.subset_likelihood(reports, mask)  # declared: the same likelihood on the subset's values
+        if own is not None:
+            theta = rng.dirichlet(np.ones(int(mask.sum())))
+            expected = np.exp(log_p[:, mask]) @ theta
+            got = np.exp(own[0]) * np.asarray(own[1] @ theta).ravel()
+            assert np.linalg.norm(got - expected) <= STRUCTURED_RTOL * np.linalg.norm(expected), (
+                f"{mech!r}: subset_likelihood disagrees with log_likelihood on the likely subset"
+            )
         outside = np.flatnonzero(~mask)
         if outside.size > MAX_OUTSIDE_CHECKED:
             outside = outside[np.linspace(0, outside.size - 1, MAX_OUTSIDE_CHECKED).round().astype(int)]

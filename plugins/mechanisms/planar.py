@@ -24,6 +24,7 @@ from ldpsim import (
     Param,
     ParameterError,
     Privacy,
+    box_convolution_likelihood,
     convolution_likelihood,
     hookimpl,
 )
@@ -158,8 +159,11 @@ class _Planar(Mechanism):
         r0, c0, wr, wc = self._window
         return [f"({r},{c})" for r in range(r0, r0 + wr) for c in range(c0, c0 + wc)]
 
-    def _quadrant(self) -> np.ndarray:
-        """(rows+1, cols+1) noise masses of offsets (i, j) >= 0; the last row/column folds i >= rows / j >= cols."""
+    def _quadrant(self, rows: int, cols: int) -> np.ndarray:
+        """(rows+1, cols+1) noise masses of offsets (i, j) >= 0; the last row/column folds i >= rows / j >= cols.
+
+        The grid's extent gives the grid's kernel; a likely subset's box gives the box's, the same
+        masses with more of them folded (:meth:`_subset_likelihood`)."""
         raise NotImplementedError
 
     def _offsets(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -168,7 +172,17 @@ class _Planar(Mechanism):
 
     @cached_property
     def _kernel(self) -> np.ndarray:
-        return _mirror(self._quadrant())
+        return self._kernel_at((self.domain.rows, self.domain.cols))
+
+    @cached_property
+    def _kernels(self) -> dict[tuple[int, ...], np.ndarray]:
+        return {}
+
+    def _kernel_at(self, extent: tuple[int, ...]) -> np.ndarray:
+        """The kernel of a grid of ``extent`` (rows, cols) cells, cached: the grid's, or a box's."""
+        if extent not in self._kernels:
+            self._kernels[extent] = _mirror(self._quadrant(int(extent[0]), int(extent[1])))
+        return self._kernels[extent]
 
     def _matrix(self) -> np.ndarray:
         return clamped_matrix(self._kernel, self.domain.rows, self.domain.cols, self._window)
@@ -184,6 +198,22 @@ class _Planar(Mechanism):
         grid = (self.domain.rows, self.domain.cols)
         return convolution_likelihood(
             self._kernel, grid, np.column_stack(np.divmod(z, wc)), start=(r0, c0), window=(wr, wc)
+        )
+
+    def _subset_likelihood(self, reports: np.ndarray, support: np.ndarray) -> tuple[np.ndarray, LinearOperator] | None:
+        """The convolution over the support's box with the box's kernel: neither the grid's kernel (a
+        quadrature per cell for planar Laplace) nor its FFT is built, so a grid far larger than the
+        data costs what the data's region does."""
+        r0, c0, wr, wc = self._window
+        z = reports[:, 0]
+        self.require_outputs(z, wr * wc)
+        return box_convolution_likelihood(
+            self._kernel_at,
+            (self.domain.rows, self.domain.cols),
+            np.column_stack(np.divmod(z, wc)),
+            support,
+            start=(r0, c0),
+            window=(wr, wc),
         )
 
     def _likely_subset(self, reports: np.ndarray) -> np.ndarray:
@@ -261,11 +291,10 @@ class PlanarGeometric(_Planar):
                 hint=f"use eps >= {floor:.3g} on this grid, or larger cells",
             )
 
-    def _quadrant(self) -> np.ndarray:
+    def _quadrant(self, rows: int, cols: int) -> np.ndarray:
         # Lattice sums over offsets 0..R in each axis (by symmetry), in chunks of rows; the tails are sums of
         # positive terms. lambda = 1 / the sum over the whole plane (every entry of the mirrored kernel).
         a = self._a
-        rows, cols = self.domain.rows, self.domain.cols
         radius = lattice_radius(a, rows, cols)
         j = np.arange(radius + 1, dtype=float)
         per_row = np.empty((radius + 1, cols + 1))
@@ -386,13 +415,12 @@ class PlanarLaplace(_Planar):
 
     name = "planar-laplace"
 
-    def _quadrant(self) -> np.ndarray:
+    def _quadrant(self, rows: int, cols: int) -> np.ndarray:
         # In cell units the noise has density (a^2 / 2 pi) e^(-a r) and cell offset (i, j) covers
         # [j - 1/2, j + 1/2] x [i - 1/2, i + 1/2] (x = column, y = row). Offsets beyond the grid's extent are
         # whole strips and a quadrant, integrated exactly rather than truncated. Beyond a = 10^4 every cell but
         # the centre has mass below e^-5000 = 0 in double precision: capping a changes nothing but overflow.
         a = min(self._a, 1e4)
-        rows, cols = self.domain.rows, self.domain.cols
         i, j = np.meshgrid(np.arange(rows + 1.0), np.arange(cols + 1.0), indexing="ij")
         x0, y0 = j - 0.5, i - 0.5
         x1 = np.where(j < cols, j + 0.5, np.inf)
