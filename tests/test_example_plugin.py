@@ -18,6 +18,8 @@ import pytest
 import ldpsim
 from ldpsim import Registry
 
+from helpers import forget_modules_from
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "plugin"
 
 
@@ -39,8 +41,7 @@ def installed(tmp_path, monkeypatch):
     registry = Registry.from_entry_points()
     monkeypatch.setattr(ldpsim.plugin.registry, "_default", registry)
     yield registry
-    for name in set(sys.modules) - before:
-        sys.modules.pop(name, None)
+    forget_modules_from(site, before)
 
 
 def test_the_entry_point_registers_one_plugin_of_each_kind(installed):
