@@ -118,7 +118,9 @@ def main() -> None:
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for scenario in args.scenario:
         for executor in args.executors:
-            rows = sorted((measure(scenario, executor, args.workers) for _ in range(args.repeat)), key=lambda r: r["ratio"])
+            rows = sorted(
+                (measure(scenario, executor, args.workers) for _ in range(args.repeat)), key=lambda r: r["ratio"]
+            )
             row = rows[len(rows) // 2]
             ratios = ", ".join(f"{r['ratio']:.2f}" for r in rows)
             cells = " | ".join(f"{row[k]:.2f}" for k in ("wall", "sim", "est", "setup", "ckpt", "assembly", "rest"))

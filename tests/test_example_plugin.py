@@ -14,11 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import forget_modules_from
 
 import ldpsim
 from ldpsim import Registry
-
-from helpers import forget_modules_from
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "plugin"
 

@@ -9,13 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import forget_modules_from
 
 import ldpsim
 from ldpsim import Integers, PluginError, PluginWarning, Registry
 from ldpsim.plugin.registry import KINDS
 from ldpsim.testing import check_mechanism
-
-from helpers import forget_modules_from
 
 ROOT = Path(__file__).resolve().parents[1]
 THIRDPARTY = Path(__file__).parent / "thirdparty"
