@@ -68,6 +68,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
     from .results.combine import merge_results
     from .results.io import open_results
     from .results.scores import scores
+    from .results.summary import ScoreWarning
     from .running.audit import audit_mechanism
     from .running.plan import Plan, plan
     from .running.runner import run_scenario
@@ -145,6 +146,7 @@ _LAZY: dict[str, str] = {
     "merge_results": "results.combine",
     "open_results": "results.io",
     "scores": "results.scores",
+    "ScoreWarning": "results.summary",
     "Plan": "running.plan",
     "plan": "running.plan",
     "run_scenario": "running.runner",
@@ -228,6 +230,7 @@ __all__ = [
     "AuditReport",
     "PathAudit",
     "ScenarioError",
+    "ScoreWarning",
     "audit_mechanism",
     "bayes_vulnerability",
     "box_convolution_likelihood",

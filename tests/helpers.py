@@ -83,3 +83,19 @@ def assert_same_numbers(a, b) -> None:
     assert set(a.data_vars) == set(b.data_vars)
     for name in set(a.data_vars) - TIMING:
         np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
+
+
+def forget_modules_from(folder: Path, before: set[str]) -> None:
+    """Drop from ``sys.modules`` the modules imported since ``before`` whose files live in ``folder``.
+
+    Only those: dropping every module imported during a test also drops numpy's or scipy's
+    submodules that the test happened to import first, and re-importing a C extension later fails
+    ("cannot load module more than once per process"), in whichever test comes next.
+    """
+    import sys
+
+    root = os.path.realpath(folder)
+    for name in set(sys.modules) - before:
+        origin = getattr(sys.modules[name], "__file__", None)
+        if origin and os.path.realpath(origin).startswith(root + os.sep):
+            del sys.modules[name]

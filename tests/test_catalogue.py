@@ -131,3 +131,27 @@ def test_classes_registered_in_process_are_listed_and_not_cached(tmp_path, monke
         names = [e["name"] for e in cat.catalogue()["mechanism"]]
     assert BiasedKRR.name in names
     assert not (tmp_path / cat.FILE_NAME).exists()
+
+
+def test_the_fingerprint_reads_no_distribution_metadata_yet_follows_installs(tmp_path, monkeypatch):
+    """Parsing every distribution's METADATA was most of `ldpsim list`: the metadata folder and file stand in."""
+    import importlib.metadata as im
+
+    def parsed(self):  # noqa: ANN001, ANN202
+        raise AssertionError("metadata parsed")
+
+    monkeypatch.setattr(im.Distribution, "metadata", property(parsed))
+    info = tmp_path / "acme_ldp-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-ldp\nVersion: 1.0\n")
+    dist = im.PathDistribution(info)
+    monkeypatch.setattr(cat, "entry_points", lambda group: [_EntryPoint(name="acme", value="acme_ldp", dist=dist)])
+    before = cat.fingerprint("g")
+    assert cat.fingerprint("g") == before
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-ldp\nVersion: 1.0\nSummary: again\n")
+    reinstalled = cat.fingerprint("g")  # the same version installed again
+    assert reinstalled != before
+    upgraded = tmp_path / "acme_ldp-1.1.dist-info"
+    info.rename(upgraded)
+    dist = im.PathDistribution(upgraded)
+    assert cat.fingerprint("g") != reinstalled

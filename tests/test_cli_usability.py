@@ -221,3 +221,13 @@ def test_avg_mse_called_directly_needs_users():
     metric = get_registry().create("metric", "avg-mse")
     with pytest.raises(ParameterError, match=r"users: is not set"):
         metric.check_domain(parse_domain("integers:0..1"))
+
+
+def test_the_score_warning_is_public_so_analyses_can_filter_it(results):
+    from ldpsim.results.summary import summarize
+
+    assert "ScoreWarning" in ldpsim.__all__
+    ds = ldpsim.results.io.open_results(results).load()
+    ds["tv"][{"rep": 0}] = np.inf
+    with pytest.warns(ldpsim.ScoreWarning, match="metric 'tv' is infinite"):
+        summarize(ds)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import forget_modules_from
 
 import ldpsim
 from ldpsim import Registry
@@ -39,8 +40,7 @@ def installed(tmp_path, monkeypatch):
     registry = Registry.from_entry_points()
     monkeypatch.setattr(ldpsim.plugin.registry, "_default", registry)
     yield registry
-    for name in set(sys.modules) - before:
-        sys.modules.pop(name, None)
+    forget_modules_from(site, before)
 
 
 def test_the_entry_point_registers_one_plugin_of_each_kind(installed):

@@ -50,3 +50,21 @@ def test_a_run_refuses_an_inversion_beyond_memory_before_simulating(monkeypatch,
     monkeypatch.setattr(tasks, "simulate", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("simulating")))
     with pytest.raises(RuntimeError, match="simulating"):
         ldpsim.run_scenario(doc)
+
+
+def test_the_available_memory_is_read_again_after_a_while(monkeypatch):
+    """Small runs check memory thousands of times: one reading stands for a moment, not for the process."""
+    from ldpsim.base import memory
+
+    readings = iter([5 << 30, 7 << 30, 9 << 30])
+    monkeypatch.setattr(memory, "_read_available_memory", lambda: next(readings))
+    monkeypatch.setattr(memory, "_reading", None)
+    clock = [100.0]
+    monkeypatch.setattr(memory, "_clock", lambda: clock[0])
+    assert memory.available_memory() == 5 << 30
+    clock[0] += memory.MEMORY_READING_SECONDS / 2
+    assert memory.available_memory() == 5 << 30  # the same reading
+    clock[0] += memory.MEMORY_READING_SECONDS
+    assert memory.available_memory() == 7 << 30  # read again
+    clock[0] -= 10  # a clock that went back (another process's reading): read again
+    assert memory.available_memory() == 9 << 30

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import forget_modules_from
 
 import ldpsim
 from ldpsim import Integers, PluginError, PluginWarning, Registry
@@ -36,8 +37,7 @@ def site(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(site))
     before = set(sys.modules)
     yield site
-    for mod in set(sys.modules) - before:
-        sys.modules.pop(mod, None)
+    forget_modules_from(site, before)
 
 
 @pytest.fixture
@@ -168,3 +168,21 @@ def test_plugin_classes_validate_like_the_registry_says(registry):
     assert mech == registry.create("mechanism", "krr", Integers(low=0, high=3), eps=1.0)
     assert mech != registry.create("mechanism", "krr", Integers(low=0, high=4), eps=1.0)
     assert np.isclose(mech.matrix.sum(), 4)
+
+
+def test_a_test_site_forgets_its_own_modules_only(tmp_path):
+    """Forgetting every module a test imported also forgot numpy/scipy submodules it imported first, and
+    the next test to import them failed with numpy's "cannot load module more than once per process"."""
+    import importlib
+
+    (tmp_path / "ldpsim_forget_me.py").write_text("import xml.dom.minidom\n")
+    sys.modules.pop("xml.dom.minidom", None)  # a pure-Python module, safe to import again
+    before = set(sys.modules)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        importlib.import_module("ldpsim_forget_me")
+    finally:
+        sys.path.remove(str(tmp_path))
+    forget_modules_from(tmp_path, before)
+    assert "ldpsim_forget_me" not in sys.modules
+    assert "xml.dom.minidom" in sys.modules  # imported by the test's module, but not from its folder

@@ -494,3 +494,16 @@ def test_related_paths_are_those_on_one_branch():
     assert related("cohorts.a", "cohorts.a.reports.0.eps")
     assert related("cohorts.a.reports[0].eps", "cohorts.a")
     assert not related("cohorts.a", "cohorts.b.reports.0.eps")
+
+
+def test_a_points_repetitions_share_one_setup_and_each_point_gets_its_own():
+    """The builder finds a point's setup by its document object first (no serialization per run)."""
+    doc = scenario(sweep={"eps": {"path": "cohorts.all.reports.0.eps", "values": [0.5, 2.0]}})
+    loaded = load_scenario(doc)
+    builder = Builder(loaded.base_dir)
+    first, second = list(loaded.points())
+    one = builder.setup(first)
+    assert builder.setup(first) is one  # the same point object: another repetition
+    assert builder.setup(copy.deepcopy(first)) is one  # an equal document (a worker's copy)
+    other = builder.setup(second)
+    assert other is not one and other.cohorts[0].plan[0].eps == 2.0 and one.cohorts[0].plan[0].eps == 0.5

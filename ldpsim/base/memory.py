@@ -9,6 +9,7 @@ one-line refusal naming the size and the alternative is the better answer.
 from __future__ import annotations
 
 import os
+import time
 
 from .errors import LdpsimError
 
@@ -20,8 +21,25 @@ class MemoryLimitError(LdpsimError):
     """An allocation that cannot fit in this machine's memory."""
 
 
+#: seconds for which one reading of the available memory stands (small runs check it thousands of times)
+MEMORY_READING_SECONDS = 0.5
+_reading: tuple[float, int] | None = None
+_clock = time.monotonic
+
+
 def available_memory() -> int:
-    """Bytes of memory available to a new allocation (MemAvailable on Linux, else physical memory)."""
+    """Bytes of memory available to a new allocation (MemAvailable on Linux, else physical memory).
+
+    Read again at most every ``MEMORY_READING_SECONDS``: reading it took a tenth of a sweep of small runs.
+    """
+    global _reading
+    now = _clock()
+    if _reading is None or not 0 <= now - _reading[0] < MEMORY_READING_SECONDS:
+        _reading = (now, _read_available_memory())
+    return _reading[1]
+
+
+def _read_available_memory() -> int:
     try:
         with open("/proc/meminfo", encoding="ascii") as fh:
             for line in fh:

@@ -90,6 +90,7 @@ against the dense likelihood and the matrix.
 from __future__ import annotations
 
 import warnings
+import weakref
 from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import Any, ClassVar
@@ -133,6 +134,8 @@ PUBLIC_WRAPPERS = (
 
 #: capability flags whose hook is not the flag's name with a leading underscore
 _HOOKS = {"rounds": "rounds"}
+#: each mechanism class's capabilities, found once (see :meth:`Capabilities.of`)
+_CAPABILITIES: weakref.WeakKeyDictionary[type, Capabilities] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -173,8 +176,16 @@ class Capabilities:
 
     @classmethod
     def of(cls, mechanism: type[Mechanism]) -> Capabilities:
-        """The capabilities a mechanism class declares: the optional hooks it overrides."""
-        return cls(**{f.name: overrides(mechanism, Mechanism, _HOOKS.get(f.name, "_" + f.name)) for f in fields(cls)})
+        """The capabilities a mechanism class declares: the optional hooks it overrides.
+
+        Found once per class (a class's methods do not change while it runs): walking its
+        hierarchy for every hook on every run was a tenth of a sweep of small runs.
+        """
+        found = _CAPABILITIES.get(mechanism)
+        if found is None or type(found) is not cls:
+            hooks = {f.name: overrides(mechanism, Mechanism, _HOOKS.get(f.name, "_" + f.name)) for f in fields(cls)}
+            found = _CAPABILITIES[mechanism] = cls(**hooks)
+        return found
 
     @property
     def declared(self) -> frozenset[str]:

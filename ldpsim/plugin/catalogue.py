@@ -5,8 +5,9 @@ layer: most of ``ldpsim list``'s time. The catalogue keeps the printed facts (na
 origin, domains, parameter lines) of every registered class in a JSON file under the user's cache
 folder, keyed by a fingerprint of everything the facts come from:
 
-* the entry points of the ``ldpsim`` group (name, target, distribution and version), so that
-  installing, removing or upgrading a plugin package changes it;
+* the entry points of the ``ldpsim`` group (name, target, and the distribution's metadata folder
+  with its metadata file's size and modification time, which name and version it: not parsed, as
+  that was most of the time), so that installing, removing or upgrading a plugin package changes it;
 * the size and modification time of every ``.py`` file of each entry point's top-level package
   and of ldpsim itself, so that editing an editable install (ours, or a plugin author's) changes
   it too;
@@ -75,15 +76,36 @@ def _package_files(top: str) -> list[str]:
     return sorted(files)
 
 
+def _distribution_key(dist: Any) -> str:
+    """What identifies an installed distribution's version, without parsing its metadata.
+
+    Parsing each distribution's METADATA (an e-mail message) took most of ``ldpsim list``'s time;
+    its metadata folder's path (``name-version.dist-info``) and the file's size and modification
+    time change whenever the distribution is installed, upgraded or reinstalled.
+    """
+    if dist is None:
+        return ""
+    folder = getattr(dist, "_path", None)  # a PathDistribution's metadata folder; others are parsed
+    if folder is not None:
+        for name in ("METADATA", "PKG-INFO"):
+            try:
+                st = os.stat(os.path.join(folder, name))
+            except OSError:
+                continue
+            return f"{folder}:{st.st_size}:{st.st_mtime_ns}"
+    return f"{dist.name}=={dist.version}"
+
+
 def fingerprint(group: str) -> str:
     """A digest of what the catalogue of entry-point ``group`` depends on (see the module docstring)."""
     digest = hashlib.sha256(f"{FORMAT}|{sys.version}|{group}".encode())
     tops = {"ldpsim"}
+    origins: dict[int, str] = {}
     for ep in sorted(entry_points(group=group), key=lambda e: (e.name, e.value)):
         dist = getattr(ep, "dist", None)
-        name = dist.name if dist is not None else ""
-        version = dist.version if dist is not None else ""
-        digest.update(f"|ep:{ep.name}={ep.value}@{name}=={version}".encode())
+        if id(dist) not in origins:
+            origins[id(dist)] = _distribution_key(dist)
+        digest.update(f"|ep:{ep.name}={ep.value}@{origins[id(dist)]}".encode())
         tops.add(ep.value.split(":")[0].split(".")[0])
     for top in sorted(tops):
         for path in _package_files(top):

@@ -15,7 +15,11 @@ SUMMARY_ATTR = "summary"
 
 
 class ScoreWarning(UserWarning):
-    """A metric scored some runs inf: their means and spreads are not finite numbers."""
+    """A metric scored some runs inf: their means and spreads are not finite numbers.
+
+    Public so that an analysis expecting such scores can filter it by class
+    (``warnings.filterwarnings("ignore", category=ldpsim.ScoreWarning)``).
+    """
 
 
 def summary_variables(ds: xr.Dataset) -> list[str]:

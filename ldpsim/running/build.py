@@ -104,6 +104,9 @@ class Builder:
         self._cache: dict[str, Any] = {}
         self._checked: set[tuple[Any, ...]] = set()
         self._setups: dict[str, Setup] = {}  # by the point's document
+        #: by the document object itself (kept, so its id is not reused): a point's repetitions share it,
+        #: and serializing the document for every run was a tenth of a sweep of small runs
+        self._by_document: dict[int, tuple[dict, Setup]] = {}
         #: the data files the scenario names (a run must not write over them)
         self.inputs: set[Path] = set()
 
@@ -116,9 +119,13 @@ class Builder:
             On a bad value; when it lies in a field one of ``axes`` sets, the
             message ends with the sweep point (``(at sweep point eps=-1)``).
         """
+        same = self._by_document.get(id(point.document))
+        if same is not None and same[0] is point.document:
+            return same[1]
         key = json.dumps(point.document, sort_keys=True, default=str)
         known = self._setups.get(key)
         if known is not None:  # every repetition of a point: built and checked once
+            self._by_document[id(point.document)] = (point.document, known)
             return known
         try:
             setup = self._setup(point.document)
@@ -136,6 +143,7 @@ class Builder:
                 raise type(exc)(f"{exc.problem} (at sweep point {where})", field=exc.field, hint=exc.hint) from None
             raise
         self._setups[key] = setup
+        self._by_document[id(point.document)] = (point.document, setup)
         return setup
 
     def _check_estimators(self, setup: Setup) -> None:

@@ -206,6 +206,11 @@ def _run_task(task: Task, builder: Builder | None) -> TaskResult:
     return TaskResult(task.key, values)
 
 
+#: the core variables by name: ``declared`` lets a plugin output reuse one only with the same declaration,
+#: so a name says it; comparing whole declarations was a tenth of a small run
+_CORE_NAMES = frozenset(var.name for var in CORE)
+
+
 def _estimated(
     setup: Setup, truth: np.ndarray, observations: Observations, variables: tuple[Variable, ...]
 ) -> dict[str, np.ndarray]:
@@ -223,9 +228,9 @@ def _estimated(
     for var in variables:
         if var.source == "task":
             continue
-        if var.source == "metric" and var in CORE:  # the metrics' scores: one per (metric, estimate)
+        if var.source == "metric" and var.name in _CORE_NAMES:  # the metrics' scores: one per (metric, estimate)
             values[var.name] = np.asarray(scores, dtype=var.dtype).reshape(len(metrics), len(estimates))
-        elif var in CORE:  # a field of every Estimate
+        elif var.name in _CORE_NAMES:  # a field of every Estimate
             values[var.name] = np.asarray([getattr(est, var.key) for est in estimates], dtype=var.dtype)
         else:  # a plugin's declared output: the fill value where an estimate has none
             found = [x.get(var.name) for x in extras]
