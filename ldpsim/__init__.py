@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
     from .estimation.newton import newton_mle
     from .estimation.observations import Observations, ReportGroup
     from .estimation.operators import (
+        constant_plus_bits,
         constant_plus_column,
         constant_plus_intervals,
         convolution_likelihood,
@@ -100,6 +101,7 @@ _LAZY: dict[str, str] = {
     "constant_plus_column": "estimation.operators",
     "convolution_likelihood": "estimation.operators",
     "named_values_likelihood": "estimation.operators",
+    "constant_plus_bits": "estimation.operators",
     "rank_one_plus_sparse": "estimation.operators",
     "project_simplex": "estimation.simplex",
     "plan_matrix": "estimation.unbiased",
@@ -248,6 +250,7 @@ __all__ = [
     "Plan",
     "plan",
     "project_simplex",
+    "constant_plus_bits",
     "rank_one_plus_sparse",
     "rr_parameters",
     "run_scenario",

@@ -37,12 +37,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ldpsim import (
+    WORD_BITS,
     BitVectorMechanism,
     Param,
     Privacy,
+    constant_plus_bits,
     count_estimate_variance,
     hookimpl,
-    rank_one_plus_sparse,
 )
 
 if TYPE_CHECKING:  # scipy is imported where an operator is built: `ldpsim list` stays fast
@@ -91,18 +92,8 @@ class UnaryEncoding(BitVectorMechanism):
 
     # ------------------------------------------------------------- contract
     def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        k = self.domain.size
-        p, q = self.p, self.q
-        out = np.empty((values.shape[0], self.report_width), dtype=np.int64)
-        step = self.chunk_rows()
-        for start in range(0, values.shape[0], step):
-            x = values[start : start + step]
-            u = rng.random((x.shape[0], k))  # k uniforms per user: bit j is 1 iff u_j < P(bit j = 1)
-            bits = u < q
-            rows = np.arange(x.shape[0])
-            bits[rows, x] = u[rows, x] < p
-            out[start : start + x.shape[0]] = self.pack_bits(bits)
-        return out
+        # one random byte per bit (a uniform only for the 1/256 of bytes that tie with q's first byte)
+        return self.sample_unary_words(values, self.p, self.q, rng)
 
     def _shift(self, ones: np.ndarray) -> np.ndarray:
         """log P(beta | x) for an x with beta_x = 1, from the number of set bits S(beta)."""
@@ -123,11 +114,11 @@ class UnaryEncoding(BitVectorMechanism):
         return out
 
     def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
+        # the packed reports are the operator's data: built in one pass over their bytes, no unpacking
         reports = self.checked_bits(reports)
-        bits = self.bit_matrix(reports)
         log_one, log_zero = self._log_ratios
-        shift = self._shift(np.diff(bits.indptr))
-        return shift, rank_one_plus_sparse(bits, math.exp(log_zero - log_one))
+        shift = self._shift(self.set_bit_counts(reports))
+        return shift, constant_plus_bits(reports, self.domain.size, math.exp(log_zero - log_one), WORD_BITS)
 
     def _unbiased_estimate(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray:
         # Kairouz, Bonawitz & Ramage (ICML 2016) / Wang et al. (2017): E[C_x / n] = q + (p - q) theta_x.
