@@ -99,10 +99,14 @@ def main() -> None:
     bandwidth = read_bandwidth(rep)
     old_bytes = bits.nnz * (8 + 4) + bits.indptr.nbytes
     new_bytes = 2 * distinct.shape[0] * (-(-k // 8))
-    del bits, op_old
+    del bits
     rows.append(("bytes read per pass (MB)", f"{old_bytes / 1e6:.0f}", f"{new_bytes / 1e6:.0f}"))
     rows.append(
-        (f"pass floor at {bandwidth / 1e9:.1f} GB/s (s)", f"{old_bytes / bandwidth:.3f}", f"{new_bytes / bandwidth:.3f}")
+        (
+            f"pass floor at {bandwidth / 1e9:.1f} GB/s (s)",
+            f"{old_bytes / bandwidth:.3f}",
+            f"{new_bytes / bandwidth:.3f}",
+        )
     )
     inv_p = registry.create("estimator", "inv-p")
     t_inv, est = best(lambda: inv_p.estimate(obs), rep)
