@@ -134,8 +134,8 @@ def rank_one_plus_sparse(support, r: float) -> LinearOperator:  # noqa: ANN001  
     return LinearOperator(support.shape, matvec=matvec, rmatvec=rmatvec, matmat=matmat, rmatmat=rmatmat, dtype=float)
 
 
-#: rows per chunk of a packed-bits product: its (rows, bytes) index and value temporaries stay ~10 MB
-_BIT_ROWS = 1 << 13
+#: rows per chunk of a packed-bits product: its (rows, bytes) index and value temporaries stay in cache (~1 MB)
+_BIT_ROWS = 1 << 10
 
 
 def constant_plus_bits(words: np.ndarray, size: int, r: float, word_bits: int = 62) -> LinearOperator:
