@@ -131,3 +131,27 @@ def test_mle_on_the_packed_operator_holds_its_kkt_certificate():
     grad = (groups.counts / (dense @ result.theta)) @ dense / groups.counts.sum()
     assert grad.max() <= 1 + 1e-5
     assert np.all(np.abs(grad[result.theta > 1e-3] - 1) < 1e-5)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    k=st.integers(2, 80),
+    m=st.integers(2, 140),
+    hashes=st.integers(1, 5),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_cms_packed_operator_equals_its_bits_read_by_hand(k, m, hashes, seed):
+    # reports spanning up to three words, some hashes possibly unused: H[d, x] = 1 if bit h_j(x) of v_d is set
+    mech = make("mechanism", "cms", Integers(low=0, high=k - 1), eps=1.1, buckets=m, hashes=hashes)
+    rng = np.random.default_rng(seed)
+    reports = mech.sample(rng.integers(0, k, size=25), rng)
+    bits = decode(reports[:, 1:], m)
+    support = np.take_along_axis(bits, mech.table[reports[:, 0]], axis=1)
+    r = math.exp(-1.1)
+    shift, op = mech.structured_likelihood(reports)
+    np.testing.assert_allclose(op @ np.eye(k), np.where(support == 1, 1.0, r), rtol=1e-12)
+    w = rng.random(reports.shape[0])
+    np.testing.assert_allclose(op.T @ w, np.where(support == 1, 1.0, r).T @ w, rtol=1e-12)
+    log_f, log_keep = -math.log1p(math.exp(0.55)), -math.log1p(math.exp(-0.55))
+    ones = bits.sum(axis=1)
+    np.testing.assert_allclose(shift, ones * log_f + (m - ones) * log_keep + 0.55 - math.log(hashes), rtol=1e-12)
