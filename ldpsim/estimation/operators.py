@@ -144,7 +144,7 @@ def constant_plus_bits(words: np.ndarray, size: int, r: float, word_bits: int = 
     ``words`` (D, w) int64 hold bit x at bit ``x % word_bits`` of word ``x // word_bits`` (the
     layout of :class:`~ldpsim.model.bitvectors.BitVectorMechanism`). Nothing is unpacked: per
     product, a table of the sums of ``theta`` over the 256 patterns of each byte of a report
-    (|bytes| x 256 entries) turns ``B @ theta`` into one lookup per byte of each report, and
+    (bytes per report x 256 entries) turns ``B @ theta`` into one lookup per byte of each report, and
     ``B.T @ w`` is the reverse: one weighted count per (byte, pattern), expanded to the bits (over a
     transposed copy of the bytes, 2 x D x bytes of memory in all). The
     work is D x (bytes per report), a quarter to an eighth of the set bits a sparse matrix reads
