@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
     from .estimation.observations import Observations, ReportGroup
     from .estimation.operators import (
         box_convolution_likelihood,
+        constant_plus_bits,
         constant_plus_column,
         constant_plus_intervals,
         convolution_likelihood,
@@ -103,6 +104,7 @@ _LAZY: dict[str, str] = {
     "convolution_likelihood": "estimation.operators",
     "box_convolution_likelihood": "estimation.operators",
     "named_values_likelihood": "estimation.operators",
+    "constant_plus_bits": "estimation.operators",
     "rank_one_plus_sparse": "estimation.operators",
     "project_simplex": "estimation.simplex",
     "plan_matrix": "estimation.unbiased",
@@ -254,6 +256,7 @@ __all__ = [
     "Plan",
     "plan",
     "project_simplex",
+    "constant_plus_bits",
     "rank_one_plus_sparse",
     "rr_parameters",
     "run_scenario",

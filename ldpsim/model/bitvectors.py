@@ -7,6 +7,7 @@ every word is a non-negative int64 and a report is a row of small integers like 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -17,6 +18,8 @@ from .mechanism import Mechanism
 
 #: bits per int64 word of a report
 WORD_BITS = 62
+#: set bits of each byte value
+_POPCOUNT = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(axis=1).astype(np.uint8)
 
 
 class BitVectorMechanism(Mechanism):
@@ -72,6 +75,11 @@ class BitVectorMechanism(Mechanism):
             ones += np.einsum("d,dx->x", counts[rows], bits)
         return ones / counts.sum()
 
+    def set_bit_counts(self, reports: np.ndarray) -> np.ndarray:
+        """Number of set bits of each packed report, by a per-byte table (no unpacking)."""
+        raw = np.ascontiguousarray(reports, dtype="<i8").view(np.uint8).reshape(reports.shape[0], -1)
+        return _POPCOUNT[raw].sum(axis=1, dtype=np.int64)
+
     def bit_matrix(self, reports: np.ndarray) -> Any:
         """The (D, k) 0/1 scipy CSR matrix B[d, x] = bit x of report d, built in bounded chunks."""
         from scipy.sparse import csr_matrix
@@ -83,6 +91,39 @@ class BitVectorMechanism(Mechanism):
         indptr = np.concatenate([[0], np.cumsum(np.concatenate(lengths))]) if lengths else np.zeros(1, np.int64)
         idx = np.concatenate(indices) if indices else np.zeros(0, np.int32)
         return csr_matrix((np.ones(idx.size), idx, indptr), shape=(reports.shape[0], self.domain.size))
+
+    def sample_unary_words(self, values: np.ndarray, p: float, q: float, rng: np.random.Generator) -> np.ndarray:
+        """Packed reports whose bit ``values[i]`` is 1 w.p. ``p`` and every other bit w.p. ``q``, independently.
+
+        Exact Bernoulli(q) bits from one random byte each (not one float): a byte below
+        ``floor(256 q)`` sets the bit, above it clears it, and the 1/256 of bytes equal to it are
+        settled by a uniform against the remainder ``256 q - floor(256 q)``. The bits are drawn in
+        the padded 64-bit layout of the words (the two top bits of each word and the bits beyond k
+        cleared afterwards), so packing is one ``packbits``.
+        """
+        k, w = self.domain.size, self.report_width
+        values = np.asarray(values, dtype=np.int64)
+        out = np.empty((values.shape[0], w), dtype=np.int64)
+        level = q * 256.0
+        cut = math.floor(level)
+        rest = level - cut
+        valid = np.zeros(w * 64, dtype=bool)  # bit positions of the padded layout that hold a vector bit
+        columns = np.arange(k)
+        valid[(columns // WORD_BITS) * 64 + columns % WORD_BITS] = True
+        invalid = np.flatnonzero(~valid)
+        own_offset = (values // WORD_BITS) * 64 + values % WORD_BITS
+        step = max(1, (self.chunk_elements * 8) // (w * 64))
+        for start in range(0, values.shape[0], step):
+            m = min(step, values.shape[0] - start)
+            draws = rng.integers(0, 256, size=(m, w * 64), dtype=np.uint8)
+            bits = draws < cut
+            if cut < 256:
+                ties = np.flatnonzero(draws == cut)
+                bits.ravel()[ties] = rng.random(ties.size) < rest
+            bits[:, invalid] = False
+            bits[np.arange(m), own_offset[start : start + m]] = rng.random(m) < p
+            out[start : start + m] = np.packbits(bits, axis=1, bitorder="little").view("<i8")
+        return out
 
     def checked_bits(self, reports: np.ndarray) -> np.ndarray:
         """The reports, or EstimationError if one is not a packed bit vector of length k."""

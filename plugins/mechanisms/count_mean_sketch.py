@@ -54,6 +54,7 @@ from ldpsim import (
     Param,
     ParameterError,
     Privacy,
+    constant_plus_bits,
     hookimpl,
     rank_one_plus_sparse,
     require_memory,
@@ -61,6 +62,9 @@ from ldpsim import (
 
 if TYPE_CHECKING:  # scipy is imported where it is used: `ldpsim list` stays fast
     from scipy.sparse.linalg import LinearOperator
+
+#: set bits of each byte value
+_POPCOUNT = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(axis=1)
 
 #: the Mersenne prime of the hash family (OLH's)
 PRIME = (1 << 31) - 1
@@ -265,8 +269,8 @@ class CountMeanSketch(SketchFamily):
         bits = np.unpackbits(raw, axis=-1, bitorder="little")[:, :, :WORD_BITS]
         return bits.reshape(n, -1)[:, : self.buckets].astype(bool)
 
-    def _checked(self, reports: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(j, (D, m) bits) of reports, or EstimationError naming one that is not an output."""
+    def _checked_words(self, reports: np.ndarray) -> None:
+        """EstimationError naming a report that is not an output (a hash index and m bits)."""
         j, words = reports[:, 0], reports[:, 1:]
         top = self.buckets - WORD_BITS * (self.words - 1)  # bits used in the last word
         bad = (j < 0) | (j >= self.hashes) | np.any((words < 0) | (words >= 1 << WORD_BITS), axis=1)
@@ -277,6 +281,11 @@ class CountMeanSketch(SketchFamily):
                 f"report {report} is not an output of {self!r} (a hash index and {self.buckets} bits)",
                 hint="check that the reports were produced by this mechanism",
             )
+
+    def _checked(self, reports: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(j, (D, m) bits) of reports, or EstimationError naming one that is not an output."""
+        self._checked_words(reports)
+        j, words = reports[:, 0], reports[:, 1:]
         require_memory(
             float(words.shape[0]) * self.buckets, f"the bits of the reports of {self.name}", hint="use fewer buckets"
         )
@@ -316,25 +325,44 @@ class CountMeanSketch(SketchFamily):
         return self._shift(ones)[:, None] - np.where(support, 0.0, self.eps)
 
     def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
-        """The support ``v_d[h_j(x)]`` as the product R G of two sparse matrices, never a (reports x values) array:
-        R[d, (j_d, b)] = v_d[b] (each report's bits in its hash's block) and G[(j, h_j(x)), x] = 1."""
-        from scipy.sparse import csr_matrix
-        from scipy.sparse.linalg import aslinearoperator
+        """The support ``v_d[h_j(x)]`` read from the packed reports, never a (reports x values) array.
 
-        j, bits = self._checked(reports)
+        Reports are grouped by hash: ``S theta`` on group j is the packed bits (by per-byte tables,
+        :func:`ldpsim.constant_plus_bits`) times the bucket sums of theta under ``h_j``, and
+        ``S^T w`` the bits' weighted counts read back through ``h_j``. Nothing is unpacked: the
+        work per pass is the reports' bytes, not their set bits as a float64 sparse product.
+        """
+        from scipy.sparse.linalg import LinearOperator
+
+        self._checked_words(reports)
+        j, words = reports[:, 0], np.ascontiguousarray(reports[:, 1:], dtype="<i8")
         k, m = self.domain.size, self.buckets
-        rows, cols = np.nonzero(bits)
-        require_memory(16.0 * rows.size, f"the {rows.size} set bits of the reports of {self.name}", hint="fewer users")
-        spread = csr_matrix((np.ones(rows.size), (rows, j[rows] * m + cols)), shape=(j.size, self.hashes * m))
-        hashed = csr_matrix(
-            (
-                np.ones(self.hashes * k),
-                ((np.arange(self.hashes)[:, None] * m + self.table).ravel(), np.tile(np.arange(k), self.hashes)),
-            ),
-            shape=(self.hashes * m, k),
-        )
-        support = aslinearoperator(spread) @ aslinearoperator(hashed)
-        return self._shift(bits.sum(axis=1)), rank_one_plus_sparse(support, math.exp(-self.eps))
+        order = np.argsort(j, kind="stable")
+        starts = np.searchsorted(j[order], np.arange(self.hashes + 1))
+        groups = [
+            (h, order[starts[h] : starts[h + 1]], constant_plus_bits(words[order[starts[h] : starts[h + 1]]], m, 0.0))
+            for h in range(self.hashes)
+            if starts[h + 1] > starts[h]
+        ]
+
+        def matvec(theta: np.ndarray) -> np.ndarray:
+            theta = np.ravel(theta).astype(float, copy=False)
+            out = np.empty(j.size)
+            for h, rows, bits in groups:
+                out[rows] = bits @ np.bincount(self.table[h], weights=theta, minlength=m)
+            return out
+
+        def rmatvec(w: np.ndarray) -> np.ndarray:
+            w = np.ravel(w).astype(float, copy=False)
+            out = np.zeros(k)
+            for h, rows, bits in groups:
+                out += (bits.T @ w[rows])[self.table[h]]
+            return out
+
+        support = LinearOperator((j.size, k), matvec=matvec, rmatvec=rmatvec, dtype=float)
+        raw = words.view(np.uint8).reshape(j.size, -1)
+        ones = _POPCOUNT[raw].sum(axis=1, dtype=np.int64)
+        return self._shift(ones), rank_one_plus_sparse(support, math.exp(-self.eps))
 
     def _unbiased_estimate(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
         counts = np.asarray(counts, dtype=float)

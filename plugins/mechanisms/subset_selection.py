@@ -35,14 +35,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ldpsim import (
+    WORD_BITS,
     BitVectorMechanism,
     EstimationError,
     Param,
     ParameterError,
     Privacy,
+    constant_plus_bits,
     count_estimate_variance,
     hookimpl,
-    rank_one_plus_sparse,
 )
 
 if TYPE_CHECKING:  # scipy is imported where an operator is built: `ldpsim list` stays fast
@@ -184,11 +185,10 @@ class SubsetSelection(BitVectorMechanism):
 
     def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
         reports = self.checked_bits(reports)
-        bits = self.bit_matrix(reports)
-        valid = np.diff(bits.indptr) == self.size
+        valid = self.set_bit_counts(reports) == self.size
         # an impossible report gets shift -inf: the estimation engine names it
         shift = np.where(valid, self.eps - self.log_normalizer, -np.inf)
-        return shift, rank_one_plus_sparse(bits, math.exp(-self.eps))
+        return shift, constant_plus_bits(reports, self.domain.size, math.exp(-self.eps), WORD_BITS)
 
     def _counts_in(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray:
         """sum_d counts_d [x in S_d] for every x; EstimationError on a subset of the wrong size."""

@@ -37,12 +37,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ldpsim import (
+    WORD_BITS,
     BitVectorMechanism,
     Param,
     Privacy,
+    constant_plus_bits,
     count_estimate_variance,
     hookimpl,
-    rank_one_plus_sparse,
 )
 
 if TYPE_CHECKING:  # scipy is imported where an operator is built: `ldpsim list` stays fast
@@ -57,6 +58,13 @@ class UnaryEncoding(BitVectorMechanism):
 
     # e^-eps must stay a normal float: the likelihood operator's smaller factor is exactly e^-eps
     eps = Param("float", gt=0, le=700, doc="privacy level: the mechanism is eps-LDP")
+    sampler = Param(
+        "str",
+        "uniforms",
+        choices=("uniforms", "bytes"),
+        doc="uniforms: one uniform per bit; bytes: one random byte per bit (a uniform for the 1/256 that tie), "
+        "the same law 3-5x faster, but other reports for a given seed",
+    )
     #: the dense likelihood unpacks every report's k bits: the sparse one is never slower
     structured_min_size = 0
 
@@ -91,6 +99,10 @@ class UnaryEncoding(BitVectorMechanism):
 
     # ------------------------------------------------------------- contract
     def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        if self.sampler == "bytes":
+            # one random byte per bit (a uniform only for the 1/256 of bytes that tie with q's first byte)
+            return self.sample_unary_words(values, self.p, self.q, rng)
+        # the default keeps every seeded result of earlier versions (same law, another stream)
         k = self.domain.size
         p, q = self.p, self.q
         out = np.empty((values.shape[0], self.report_width), dtype=np.int64)
@@ -123,11 +135,11 @@ class UnaryEncoding(BitVectorMechanism):
         return out
 
     def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
+        # the packed reports are the operator's data: built in one pass over their bytes, no unpacking
         reports = self.checked_bits(reports)
-        bits = self.bit_matrix(reports)
         log_one, log_zero = self._log_ratios
-        shift = self._shift(np.diff(bits.indptr))
-        return shift, rank_one_plus_sparse(bits, math.exp(log_zero - log_one))
+        shift = self._shift(self.set_bit_counts(reports))
+        return shift, constant_plus_bits(reports, self.domain.size, math.exp(log_zero - log_one), WORD_BITS)
 
     def _unbiased_estimate(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray:
         # Kairouz, Bonawitz & Ramage (ICML 2016) / Wang et al. (2017): E[C_x / n] = q + (p - q) theta_x.

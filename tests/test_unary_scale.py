@@ -1,0 +1,165 @@
+"""Unary encodings at scale: the byte-draw sampler's law, the packed-bits likelihood operator, the MLE's certificate.
+
+The operator is compared with the brute-force product likelihood (each bit's probability
+multiplied out, reports decoded by hand); the sampler with its exact law by seeded chi-square
+tests, each with a false-alarm rate of 1e-3.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from helpers import make
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import binom, chisquare
+
+from ldpsim import Integers, Likelihood, Observations, constant_plus_bits, gibu
+
+WORD_BITS = 62
+#: false-alarm rate of each seeded chi-square test
+ALPHA = 1e-3
+
+
+def encode(bits: np.ndarray) -> np.ndarray:
+    """The documented packing, by hand: bit j at bit j % 62 of word j // 62."""
+    k = bits.shape[1]
+    words = np.zeros((bits.shape[0], -(-k // WORD_BITS)), dtype=np.int64)
+    for j in range(k):
+        words[:, j // WORD_BITS] |= bits[:, j].astype(np.int64) << (j % WORD_BITS)
+    return words
+
+
+def decode(words: np.ndarray, k: int) -> np.ndarray:
+    j = np.arange(k)
+    return (words[:, j // WORD_BITS] >> (j % WORD_BITS)) & 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    k=st.integers(1, 200),
+    rows=st.integers(1, 30),
+    r=st.floats(1e-3, 1.0),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_packed_bits_operator_equals_the_dense_matrix(k, rows, r, seed):
+    rng = np.random.default_rng(seed)
+    bits = rng.random((rows, k)) < rng.random()
+    op = constant_plus_bits(encode(bits), k, r)
+    dense = np.where(bits, 1.0, r)
+    theta, w = rng.random(k), rng.random(rows)
+    np.testing.assert_allclose(op @ theta, dense @ theta, rtol=1e-12)
+    np.testing.assert_allclose(op.T @ w, dense.T @ w, rtol=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    name=st.sampled_from(["oue", "rappor", "the"]),
+    k=st.integers(2, 140),
+    eps=st.floats(0.1, 5.0),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_whole_report_likelihood_equals_the_product_of_bit_probabilities(name, k, eps, seed):
+    mech = make("mechanism", name, Integers(low=0, high=k - 1), eps=eps)
+    rng = np.random.default_rng(seed)
+    reports = mech.sample(rng.integers(0, k, size=20), rng)
+    bits = decode(reports, k)
+    p, q = mech.p, mech.q
+    # brute force: log P(beta | x) = sum_j log P(beta_j | [j == x])
+    own = np.eye(k, dtype=bool)[None, :, :]  # (1, x, j)
+    prob = np.where(own, p, q)
+    per_bit = np.where(bits[:, None, :] == 1, prob, 1 - prob)  # (D, x, j)
+    brute = np.log(per_bit).sum(axis=2)
+    shift, op = mech.likelihood_operator(reports)
+    structured = shift[:, None] + np.log(op @ np.eye(k))
+    np.testing.assert_allclose(structured, brute, rtol=1e-10, atol=1e-8)
+
+
+def test_sampler_follows_the_whole_report_law_on_a_small_domain():
+    # k = 5: 32 reports, each with its exact probability from the mechanism's matrix
+    mech = make("mechanism", "oue", Integers(low=0, high=4), eps=1.3, sampler="bytes")
+    rng = np.random.default_rng(2024)
+    n, x = 40_000, 3
+    reports = mech.sample(np.full(n, x), rng)[:, 0]
+    observed = np.bincount(reports, minlength=32)
+    expected = n * mech.matrix[x]
+    assert chisquare(observed, expected).pvalue > ALPHA
+
+
+def test_sampler_set_bit_count_and_positions_follow_their_laws_across_words():
+    # k = 130 spans three words (padding bits in each): the number of set bits is
+    # Bernoulli(p) + Binomial(k - 1, q); each other position is set with probability q
+    k, eps, n, x = 130, 1.0, 20_000, 70
+    mech = make("mechanism", "oue", Integers(low=0, high=k - 1), eps=eps, sampler="bytes")
+    rng = np.random.default_rng(7)
+    reports = mech.sample(np.full(n, x), rng)
+    assert np.all(reports >= 0) and np.all(reports < 1 << WORD_BITS)
+    assert np.all(reports[:, -1] >> (k - 2 * WORD_BITS) == 0)  # nothing beyond bit k - 1
+    bits = decode(reports, k)
+    p, q = mech.p, mech.q
+    ones = bits.sum(axis=1)
+    support = np.arange(k + 1)
+    law = (1 - p) * binom.pmf(support, k - 1, q) + p * binom.pmf(support - 1, k - 1, q)
+    keep = law * n >= 5  # pool the tails so every cell expects at least 5
+    observed = np.append(np.bincount(ones, minlength=k + 1)[keep], (~keep[ones]).sum())
+    expected = n * np.append(law[keep], law[~keep].sum())
+    assert chisquare(observed, expected).pvalue > ALPHA
+    set_at = bits.sum(axis=0)
+    others = np.delete(set_at, x)
+    # every other bit position: a chi-square of the k - 1 counts against n q (bits independent of one another)
+    stat = float(np.sum((others - n * q) ** 2 / (n * q * (1 - q))))
+    from scipy.stats import chi2
+
+    assert chi2.sf(stat, k - 1) > ALPHA
+    assert abs(set_at[x] - n * p) < 4 * math.sqrt(n * p * (1 - p))
+
+
+def test_mle_on_the_packed_operator_holds_its_kkt_certificate():
+    k, n = 60, 3000
+    mech = make("mechanism", "oue", Integers(low=0, high=k - 1), eps=1.0)
+    rng = np.random.default_rng(5)
+    values = np.minimum(rng.zipf(1.5, size=n) - 1, k - 1)
+    obs = Observations.from_reports(mech.domain, [(mech, mech.sample(values, rng))])
+    lik = Likelihood.of(obs)
+    result = gibu(lik, np.full(k, 1 / k), stop="kkt", tol=1e-6, accelerate="squarem")
+    assert result.converged
+    # the certificate recomputed from the dense brute-force likelihood: the gradient of the mean
+    # log-likelihood is <= 1 everywhere (to the tolerance) and = 1 where theta > 0
+    groups = obs.groups[0]
+    dense = np.exp(mech.log_likelihood(groups.reports))
+    grad = (groups.counts / (dense @ result.theta)) @ dense / groups.counts.sum()
+    assert grad.max() <= 1 + 1e-5
+    assert np.all(np.abs(grad[result.theta > 1e-3] - 1) < 1e-5)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    k=st.integers(2, 80),
+    m=st.integers(2, 140),
+    hashes=st.integers(1, 5),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_cms_packed_operator_equals_its_bits_read_by_hand(k, m, hashes, seed):
+    # reports spanning up to three words, some hashes possibly unused: H[d, x] = 1 if bit h_j(x) of v_d is set
+    mech = make("mechanism", "cms", Integers(low=0, high=k - 1), eps=1.1, buckets=m, hashes=hashes)
+    rng = np.random.default_rng(seed)
+    reports = mech.sample(rng.integers(0, k, size=25), rng)
+    bits = decode(reports[:, 1:], m)
+    support = np.take_along_axis(bits, mech.table[reports[:, 0]], axis=1)
+    r = math.exp(-1.1)
+    shift, op = mech.structured_likelihood(reports)
+    np.testing.assert_allclose(op @ np.eye(k), np.where(support == 1, 1.0, r), rtol=1e-12)
+    w = rng.random(reports.shape[0])
+    np.testing.assert_allclose(op.T @ w, np.where(support == 1, 1.0, r).T @ w, rtol=1e-12)
+    log_f, log_keep = -math.log1p(math.exp(0.55)), -math.log1p(math.exp(-0.55))
+    ones = bits.sum(axis=1)
+    np.testing.assert_allclose(shift, ones * log_f + (m - ones) * log_keep + 0.55 - math.log(hashes), rtol=1e-12)
+
+
+def test_the_byte_sampler_meets_the_mechanism_contract():
+    """`sampler = "bytes"`: the contract kit's sampler-law and privacy checks, as for the default."""
+    from ldpsim.testing import check_mechanism
+
+    for name in ("oue", "rappor", "the"):
+        check_mechanism(make("mechanism", name, Integers(low=0, high=5), eps=1.0, sampler="bytes"))
