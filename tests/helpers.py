@@ -99,3 +99,22 @@ def forget_modules_from(folder: Path, before: set[str]) -> None:
         origin = getattr(sys.modules[name], "__file__", None)
         if origin and os.path.realpath(origin).startswith(root + os.sep):
             del sys.modules[name]
+
+
+#: bits per packed report word, written out by hand (the documented layout, not ldpsim's constant)
+PACKED_WORD_BITS = 62
+
+
+def encode_bits(bits: np.ndarray) -> np.ndarray:
+    """The documented packing, by hand: bit j at bit j % 62 of word j // 62."""
+    k = bits.shape[1]
+    words = np.zeros((bits.shape[0], -(-k // PACKED_WORD_BITS)), dtype=np.int64)
+    for j in range(k):
+        words[:, j // PACKED_WORD_BITS] |= bits[:, j].astype(np.int64) << (j % PACKED_WORD_BITS)
+    return words
+
+
+def decode_bits(words: np.ndarray, k: int) -> np.ndarray:
+    """The documented encoding, by hand: bit j is bit j % 62 of word j // 62."""
+    j = np.arange(k)
+    return (words[:, j // PACKED_WORD_BITS] >> (j % PACKED_WORD_BITS)) & 1

@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 import pytest
+from helpers import decode_bits as decode
+from helpers import encode_bits as encode
 from helpers import make
 from hypothesis import given
 from hypothesis import strategies as st
@@ -44,20 +46,6 @@ def bit_probs(name: str, eps: float) -> tuple[float, float]:
         keep = math.exp(eps / 2) / (1 + math.exp(eps / 2))
         return keep, 1 - keep
     return 0.5, 1 / (math.exp(eps) + 1)  # OUE, Wang et al. 2017
-
-
-def decode(reports: np.ndarray, k: int) -> np.ndarray:
-    """The documented encoding, by hand: bit j is bit j % 62 of word j // 62."""
-    j = np.arange(k)
-    return (reports[:, j // WORD_BITS] >> (j % WORD_BITS)) & 1
-
-
-def encode(bits: np.ndarray) -> np.ndarray:
-    k = bits.shape[1]
-    words = np.zeros((bits.shape[0], -(-k // WORD_BITS)), dtype=np.int64)
-    for j in range(k):
-        words[:, j // WORD_BITS] |= bits[:, j].astype(np.int64) << (j % WORD_BITS)
-    return words
 
 
 def olh_support(reports: np.ndarray, k: int, g: int) -> np.ndarray:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from helpers import decode_bits as decode
+from helpers import encode_bits as encode
 from helpers import make
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,20 +22,6 @@ from ldpsim import Integers, Likelihood, Observations, constant_plus_bits, gibu
 WORD_BITS = 62
 #: false-alarm rate of each seeded chi-square test
 ALPHA = 1e-3
-
-
-def encode(bits: np.ndarray) -> np.ndarray:
-    """The documented packing, by hand: bit j at bit j % 62 of word j // 62."""
-    k = bits.shape[1]
-    words = np.zeros((bits.shape[0], -(-k // WORD_BITS)), dtype=np.int64)
-    for j in range(k):
-        words[:, j // WORD_BITS] |= bits[:, j].astype(np.int64) << (j % WORD_BITS)
-    return words
-
-
-def decode(words: np.ndarray, k: int) -> np.ndarray:
-    j = np.arange(k)
-    return (words[:, j // WORD_BITS] >> (j % WORD_BITS)) & 1
 
 
 @settings(max_examples=40, deadline=None)

@@ -229,6 +229,21 @@ def constant_plus_intervals(runs: np.ndarray, size: int, r: float) -> LinearOper
     return LinearOperator((runs.shape[0], size), matvec=matvec, rmatvec=rmatvec, dtype=float)
 
 
+def _window_arguments(
+    shape: Sequence[int], outputs: np.ndarray, start: Sequence[int] | None, window: Sequence[int] | None
+) -> tuple[tuple[int, ...], np.ndarray, tuple[int, ...], tuple[int, ...]]:
+    """A grid's shape, its reports' window coordinates and its output window, checked (defaults: the grid)."""
+    shape = tuple(int(s) for s in shape)
+    outputs = np.asarray(outputs, dtype=np.int64).reshape(-1, len(shape))
+    start = tuple(int(s) for s in (start if start is not None else (0,) * len(shape)))
+    window = tuple(int(w) for w in (window if window is not None else np.subtract(shape, start)))
+    if any(s < 0 or w < 1 or s + w > n for s, w, n in zip(start, window, shape)):
+        raise ValueError(f"window start {start}, size {window} does not fit in {shape}")
+    if outputs.size and (np.any(outputs < 0) or np.any(outputs >= np.asarray(window))):
+        raise ValueError("outputs must be window coordinates")
+    return shape, outputs, start, window
+
+
 def convolution_likelihood(
     kernel: np.ndarray,
     shape: Sequence[int],
@@ -251,18 +266,11 @@ def convolution_likelihood(
     farthest value beyond it): the row maximum for any kernel that decreases away from offset 0.
     """
     kernel = np.asarray(kernel, dtype=float)
-    shape = tuple(int(s) for s in shape)
+    shape, outputs, start, window = _window_arguments(shape, outputs, start, window)
     if kernel.ndim != len(shape) or any(s % 2 == 0 for s in kernel.shape):
         raise ValueError(f"kernel must have odd length on each of {len(shape)} axes, got shape {kernel.shape}")
     if np.any(kernel < 0) or not np.all(np.isfinite(kernel)):
         raise ValueError("kernel entries must be finite and >= 0")
-    outputs = np.asarray(outputs, dtype=np.int64).reshape(-1, len(shape))
-    start = tuple(int(s) for s in (start if start is not None else (0,) * len(shape)))
-    window = tuple(int(w) for w in (window if window is not None else np.subtract(shape, start)))
-    if any(s < 0 or w < 1 or s + w > n for s, w, n in zip(start, window, shape)):
-        raise ValueError(f"window start {start}, size {window} does not fit in {shape}")
-    if outputs.size and (np.any(outputs < 0) or np.any(outputs >= np.asarray(window))):
-        raise ValueError("outputs must be window coordinates")
     if column_scale is not None:
         column_scale = np.asarray(column_scale, dtype=float).ravel()
     from .convolution import ConvolutionOperator  # scipy.sparse.linalg: imported when a grid needs it
@@ -309,14 +317,7 @@ def box_convolution_likelihood(
         ``(shift, H)`` with ``P(report_d | x) = exp(shift_d) H[d, x]`` for the support's values
         ``x`` in row-major order, or None (build the whole grid's likelihood then).
     """
-    shape = tuple(int(s) for s in shape)
-    outputs = np.asarray(outputs, dtype=np.int64).reshape(-1, len(shape))
-    start = tuple(int(s) for s in (start if start is not None else (0,) * len(shape)))
-    window = tuple(int(w) for w in (window if window is not None else np.subtract(shape, start)))
-    if any(s < 0 or w < 1 or s + w > n for s, w, n in zip(start, window, shape)):
-        raise ValueError(f"window start {start}, size {window} does not fit in {shape}")
-    if outputs.size and (np.any(outputs < 0) or np.any(outputs >= np.asarray(window))):
-        raise ValueError("outputs must be window coordinates")
+    shape, outputs, start, window = _window_arguments(shape, outputs, start, window)
     support = np.asarray(support, dtype=bool).ravel()
     if support.size != math.prod(shape):
         raise ValueError(f"support must be a mask over the {math.prod(shape)} values, got {support.size}")
