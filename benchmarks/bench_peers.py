@@ -4,8 +4,9 @@
     python benchmarks/bench_peers.py [--users 1000000] [--values 1024] [--eps 1] [--peer-users 10000]
         [--oracles krr,oue,olh,blh,flh,the,she,subset_selection,hadamard,cms,hcms] [--no-mle]
 
-ldpsim simulates all --users users (`Mechanism.sample`: the client), counts the distinct reports
-(`Observations.from_reports`: the aggregation) and runs `inv-p` (the literature's unbiased estimate
+ldpsim simulates all --users users as its scenarios do (`sample_cohort`: one multinomial per value
+where the mechanism has a report matrix, else `Mechanism.sample` per user; `Mechanism.sample` alone is
+timed beside it), aggregates the distinct reports (`Observations.from_counts`) and runs `inv-p` (the literature's unbiased estimate
 projected on the simplex) and `mle` (GIBU on the exact per-report likelihood, relative KKT 1e-6).
 The peers' clients and servers handle one user per Python call, so they run on the first
 --peer-users users only and their seconds are scaled linearly to --users (printed as such); their
@@ -28,6 +29,7 @@ import numpy as np
 
 import ldpsim
 from ldpsim import Integers, Observations
+from ldpsim.running.simulation import counted, sample_cohort
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -152,14 +154,19 @@ def main() -> None:
     )
     rng = np.random.default_rng(2017)
     values = dataset.sample(n, rng)
-    truth = np.bincount(values, minlength=k) / n
+    value_counts = np.bincount(values, minlength=k)
+    truth = value_counts / n
     truth_m = np.bincount(values[:m], minlength=k) / m
     header = "| oracle | who | client s | aggregate s | estimate s | TV | client ratio (peer / ldpsim) |"
     print(header + "\n| --- | --- | --- | --- | --- | --- | --- |")
     for name in args.oracles.split(","):
         mech = registry.create("mechanism", name, domain, eps=eps)
-        t_sim, reports = timed(lambda: mech.sample(values, rng))
-        t_agg, obs = timed(lambda: Observations.from_reports(domain, [(mech, reports)]))
+        # The engine's simulation (count-level where the mechanism has a matrix) gives distinct reports
+        # and their counts; `Mechanism.sample` (one report per user) is timed beside it.
+        t_sim, (distinct, mult) = timed(lambda: sample_cohort([mech], value_counts, [rng]))
+        t_agg, obs = timed(lambda: Observations.from_counts(domain, mech, distinct, mult))
+        t_user, reports = timed(lambda: mech.sample(values, rng))
+        path = "count-level" if counted([mech], n) else "per user"
         t_inv, inv = timed(lambda: inv_p.estimate(obs))
         small = Observations.from_reports(domain, [(mech, reports[:m])])
         tv_small = tv(inv_p.estimate(small).distribution, truth_m)
@@ -172,7 +179,7 @@ def main() -> None:
                 peers[who] = got
         best = min((c for c, _, _ in peers.values()), default=math.nan) * n / m
         print(
-            f"| `{name}` | ldpsim inv-p | {t_sim:.3g} | {t_agg:.3g} | {t_inv:.3g} | "
+            f"| `{name}` | ldpsim inv-p ({path}; `sample` {t_user:.3g} s) | {t_sim:.3g} | {t_agg:.3g} | {t_inv:.3g} | "
             f"{tv(inv.distribution, truth):.4f} ({tv_small:.4f} at {m}) | {best / t_sim:.3g} |"
         )
         if not args.no_mle:
