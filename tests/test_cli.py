@@ -231,6 +231,32 @@ def test_check_mechanism_prints_the_theory():
             "error: --prior: needs 3 non-negative numbers summing to 1",
         ),
         (["krrr", "-d", "integers:0..2", "-p", "eps=1"], "error: unknown mechanism 'krrr'; did you mean 'krr'?"),
+        # The frequency oracles' bad parameters; integer parameters show as given (0, not 0.0).
+        (
+            ["subset_selection", "-d", "integers:0..9", "-p", "eps=1", "-p", "omega=0"],
+            "error: --param omega: must be >= 1, got 0; choose omega >= 1",
+        ),
+        (
+            ["subset_selection", "-d", "integers:0..9", "-p", "eps=1", "-p", "omega=10"],
+            "error: --param omega: must be at most k - 1 = 9",
+        ),
+        (
+            ["hadamard", "-d", "integers:0..9", "-p", "eps=1", "-p", "order=8"],
+            "error: --param order: must be a power of 2 of at least k + 1 = 11, got 8",
+        ),
+        (["olh", "-d", "integers:0..9", "-p", "eps=1", "-p", "g=1"], "error: --param g: must be >= 2, got 1;"),
+        (
+            ["cms", "-d", "integers:0..9", "-p", "eps=1", "-p", "buckets=0"],
+            "error: --param buckets: must be >= 2, got 0;",
+        ),
+        (
+            ["flh", "-d", "integers:0..9", "-p", "eps=1", "-p", "hashes=0"],
+            "error: --param hashes: must be >= 1, got 0;",
+        ),
+        (
+            ["piecewise", "-d", "categorical:a,b,c", "-p", "eps=1"],
+            "error: --domain: mechanism 'piecewise' does not work on a categorical domain",
+        ),
     ],
 )
 def test_check_mechanism_bad_input(args, message):

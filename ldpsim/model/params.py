@@ -210,9 +210,10 @@ class Param(Generic[T]):
             ("<=", self.le, lambda a, b: a <= b),
         ):
             if bound is not None and not np.all(ok(arr, bound)):
-                bad = arr if arr.ndim == 0 else arr[~ok(arr, bound)].flat[0]
+                # A scalar shows as given (an integer parameter's 0, not 0.0).
+                bad = value if arr.ndim == 0 else float(arr[~ok(arr, bound)].flat[0])
                 raise ParameterError(
-                    f"must be {symbol} {bound:g}, got {_show(float(bad))}",
+                    f"must be {symbol} {bound:g}, got {_show(bad)}",
                     field=self.name,
                     hint=f"choose {self.name} {symbol} {bound:g}",
                 )
