@@ -242,8 +242,11 @@ name = "slow"
 seed = 1
 users = 1_000_000
 repetitions = 60
-estimators = ["ibu"]
 metrics = ["tv"]
+[estimators.ibu]              # plain EM for 20,000 updates: each run takes a second or more, whatever the machine
+name = "ibu"
+delta = 1e-12
+max_iter = 20_000
 [domain]
 kind = "integers"
 low = 0
