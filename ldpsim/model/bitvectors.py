@@ -22,6 +22,23 @@ WORD_BITS = 62
 _POPCOUNT = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(axis=1).astype(np.uint8)
 
 
+def set_bit_counts(words: np.ndarray) -> np.ndarray:
+    """The number of set bits of each row of packed int64 words, by a per-byte table (no unpacking).
+
+    Parameters
+    ----------
+    words
+        (D, w) non-negative int64 words, as :class:`BitVectorMechanism` packs its reports.
+
+    Returns
+    -------
+    numpy.ndarray
+        (D,) int64 counts.
+    """
+    raw = np.ascontiguousarray(words, dtype="<i8").view(np.uint8).reshape(words.shape[0], -1)
+    return _POPCOUNT[raw].sum(axis=1, dtype=np.int64)
+
+
 class BitVectorMechanism(Mechanism):
     """Base of mechanisms reporting k-bit vectors: packing, unpacking in bounded chunks, report checks.
 
@@ -74,11 +91,6 @@ class BitVectorMechanism(Mechanism):
             # einsum, not @: a BLAS call on long vectors spins threads and crawls on a busy machine
             ones += np.einsum("d,dx->x", counts[rows], bits)
         return ones / counts.sum()
-
-    def set_bit_counts(self, reports: np.ndarray) -> np.ndarray:
-        """Number of set bits of each packed report, by a per-byte table (no unpacking)."""
-        raw = np.ascontiguousarray(reports, dtype="<i8").view(np.uint8).reshape(reports.shape[0], -1)
-        return _POPCOUNT[raw].sum(axis=1, dtype=np.int64)
 
     def bit_matrix(self, reports: np.ndarray) -> Any:
         """The (D, k) 0/1 scipy CSR matrix B[d, x] = bit x of report d, built in bounded chunks."""

@@ -58,13 +58,11 @@ from ldpsim import (
     hookimpl,
     rank_one_plus_sparse,
     require_memory,
+    set_bit_counts,
 )
 
 if TYPE_CHECKING:  # scipy is imported where it is used: `ldpsim list` stays fast
     from scipy.sparse.linalg import LinearOperator
-
-#: set bits of each byte value
-_POPCOUNT = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(axis=1)
 
 #: the Mersenne prime of the hash family (OLH's)
 PRIME = (1 << 31) - 1
@@ -360,9 +358,7 @@ class CountMeanSketch(SketchFamily):
             return out
 
         support = LinearOperator((j.size, k), matvec=matvec, rmatvec=rmatvec, dtype=float)
-        raw = words.view(np.uint8).reshape(j.size, -1)
-        ones = _POPCOUNT[raw].sum(axis=1, dtype=np.int64)
-        return self._shift(ones), rank_one_plus_sparse(support, math.exp(-self.eps))
+        return self._shift(set_bit_counts(words)), rank_one_plus_sparse(support, math.exp(-self.eps))
 
     def _unbiased_estimate(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
         counts = np.asarray(counts, dtype=float)

@@ -44,6 +44,7 @@ from ldpsim import (
     constant_plus_bits,
     count_estimate_variance,
     hookimpl,
+    set_bit_counts,
 )
 
 if TYPE_CHECKING:  # scipy is imported where an operator is built: `ldpsim list` stays fast
@@ -185,7 +186,7 @@ class SubsetSelection(BitVectorMechanism):
 
     def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
         reports = self.checked_bits(reports)
-        valid = self.set_bit_counts(reports) == self.size
+        valid = set_bit_counts(reports) == self.size
         # an impossible report gets shift -inf: the estimation engine names it
         shift = np.where(valid, self.eps - self.log_normalizer, -np.inf)
         return shift, constant_plus_bits(reports, self.domain.size, math.exp(-self.eps), WORD_BITS)

@@ -44,6 +44,7 @@ from ldpsim import (
     constant_plus_bits,
     count_estimate_variance,
     hookimpl,
+    set_bit_counts,
 )
 
 if TYPE_CHECKING:  # scipy is imported where an operator is built: `ldpsim list` stays fast
@@ -138,7 +139,7 @@ class UnaryEncoding(BitVectorMechanism):
         # the packed reports are the operator's data: built in one pass over their bytes, no unpacking
         reports = self.checked_bits(reports)
         log_one, log_zero = self._log_ratios
-        shift = self._shift(self.set_bit_counts(reports))
+        shift = self._shift(set_bit_counts(reports))
         return shift, constant_plus_bits(reports, self.domain.size, math.exp(log_zero - log_one), WORD_BITS)
 
     def _unbiased_estimate(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray:
