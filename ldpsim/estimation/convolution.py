@@ -114,20 +114,17 @@ class ConvolutionOperator(LinearOperator):
         """
         if not self.clamp:
             return None
-        box = support_box(support, self.grid, self.positions, self.start, self.window)
-        if box is None:
-            return None
-        lo, shape, cut_first, cut_last = box
-        hi = lo + np.asarray(shape) - 1
-        pos = self.positions
+        return box_likelihood(
+            self._cropped, self.grid, self.positions, self.start, self.window, support, self.column_scale
+        )
+
+    def _cropped(self, shape: tuple[int, ...]) -> np.ndarray:
+        """The kernel cropped to a box of ``shape``: offsets <= -n into one bucket, -n+1 .. n-1 as they are,
+        >= n into one bucket, per axis (sums of positives)."""
         kernel = self.kernel
         for axis, (n, h) in enumerate(zip(shape, self.half)):
-            # offsets <= -n into one bucket, -n+1 .. n-1 as they are, >= n into one bucket
             kernel = np.add.reduceat(kernel, np.r_[0, np.arange(h - n + 1, h + n + 1)], axis=axis)
-        cells = tuple(slice(a, b + 1) for a, b in zip(lo, hi))
-        scale = None if self.column_scale is None else self.column_scale.reshape(self.grid)[cells].ravel()
-        op = ConvolutionOperator(kernel, shape, pos - cut_first, cut_first - lo, cut_last - cut_first + 1, True, scale)
-        return op.shift, op
+        return kernel
 
     # ----------------------------------------------------------------- products
     def _convolve(self, theta: np.ndarray) -> np.ndarray:
@@ -195,10 +192,10 @@ class ConvolutionOperator(LinearOperator):
         cells = np.indices(self.grid).reshape(len(self.grid), -1).T  # (size, ndim)
         out = np.empty((rows.size, cells.shape[0]))
         ids = self._class_ids[rows]
+        chunk = max(1, _CHUNK // cells.shape[0])
         for cls in np.unique(ids):
             members = np.flatnonzero(ids == cls)
             table = self._class_list[cls]
-            chunk = max(1, _CHUNK // cells.shape[0])
             for lo in range(0, members.size, chunk):
                 part = members[lo : lo + chunk]
                 out[part] = self._at(table, self.positions[rows[part]], cells)
@@ -307,14 +304,15 @@ def box_likelihood(
     start: Sequence[int],
     window: Sequence[int],
     support: np.ndarray,
+    column_scale: np.ndarray | None = None,
 ) -> tuple[np.ndarray, ConvolutionOperator] | None:
-    """``(shift, H)`` on the support's box, built without the whole grid's operator or kernel.
+    """``(shift, H)`` on the support's box, with the box's kernel ``kernel_at(box shape)``.
 
-    What :meth:`ConvolutionOperator.restricted` gives, with the box's kernel from ``kernel_at(box
-    shape)`` (offsets shorter than the box as they are, the rest folded per side: the whole grid's
-    kernel cropped) instead of cropped from the grid's: a mechanism whose kernel costs the grid's
-    size to build (quadratures per cell) then pays only for the box. None where ``restricted``
-    would be.
+    The kernel of a box is the whole grid's cropped to it (offsets shorter than the box as they
+    are, the rest folded per side): :meth:`ConvolutionOperator.restricted` crops its own, and a
+    mechanism whose kernel costs the grid's size to build (quadratures per cell) computes the
+    box's directly, so that it pays only for the box. ``column_scale`` is over the whole grid.
+    None where the support does not allow it (:func:`support_box`).
     """
     box = support_box(support, shape, positions, start, window)
     if box is None:
@@ -323,7 +321,11 @@ def box_likelihood(
     kernel = np.asarray(kernel_at(box_shape), dtype=float)
     if kernel.shape != tuple(2 * n + 1 for n in box_shape):
         raise ValueError(f"kernel_at({box_shape}) must have shape {tuple(2 * n + 1 for n in box_shape)}")
+    scale = None
+    if column_scale is not None:
+        cells = tuple(slice(a, a + n) for a, n in zip(lo, box_shape))
+        scale = np.asarray(column_scale).reshape(tuple(shape))[cells].ravel()
     op = ConvolutionOperator(
-        kernel, box_shape, np.asarray(positions) - cut_first, cut_first - lo, cut_last - cut_first + 1, True, None
+        kernel, box_shape, np.asarray(positions) - cut_first, cut_first - lo, cut_last - cut_first + 1, True, scale
     )
     return op.shift, op
