@@ -73,8 +73,9 @@ _ARMIJO, _SHRINK = 1e-4, 0.5
 def dense_likelihood(likelihood: Likelihood) -> np.ndarray | None:
     """The row-rescaled likelihood ``H`` as a dense (D, |X|) array, or None if it is too costly.
 
-    Structured operators are materialized column block by column block (a product with identity
-    columns); dense ones are returned as they are. Cached per likelihood.
+    Structured operators are read from their exact rows where they have them, else materialized
+    column block by column block (a product with identity columns); dense ones are returned as
+    they are. Cached per likelihood.
     """
     rows, size = likelihood.H.shape
     if rows * size > DENSE_MAX_ENTRIES or float(rows) * size * size > DENSE_MAX_FLOPS:
@@ -84,10 +85,8 @@ def dense_likelihood(likelihood: Likelihood) -> np.ndarray | None:
         return cached
     if isinstance(likelihood.H, np.ndarray):
         dense = likelihood.H
-    elif callable(exact_rows := getattr(likelihood.H, "rows", None)):
-        # an operator with exact rows (a convolution): each entry a sum of positives, where products
-        # with identity columns would re-run its accuracy guard on nearly every entry
-        dense = np.asarray(exact_rows(np.arange(rows)), dtype=float)
+    elif (exact := _exact_dense(likelihood)) is not None:
+        return exact
     else:
         dense = np.empty((rows, size))
         block = max(1, min(size, (1 << 22) // max(rows, size)))
@@ -370,6 +369,22 @@ def newton_mle(
     )
 
 
+def _exact_dense(likelihood: Likelihood) -> np.ndarray | None:
+    """A structured likelihood's exact rows (a convolution's: each entry a sum of positives) as one dense
+    array, cached with the likelihood; None if its operator has no exact rows.
+
+    Products with identity columns would re-run a convolution's accuracy guard on nearly every entry.
+    """
+    exact_rows = getattr(likelihood.H, "rows", None)
+    if not callable(exact_rows):
+        return None
+    dense = getattr(likelihood, "_dense", None)
+    if dense is None:
+        dense = np.asarray(exact_rows(np.arange(likelihood.H.shape[0])), dtype=float)
+        likelihood._dense = dense  # type: ignore[attr-defined]  # a cache that lives with the likelihood
+    return dense
+
+
 def _for_passes(likelihood: Likelihood, dense: np.ndarray | None) -> Likelihood:
     """``likelihood`` itself, or a shallow copy over its dense matrix where a dense pass is the cheaper one.
 
@@ -377,14 +392,9 @@ def _for_passes(likelihood: Likelihood, dense: np.ndarray | None) -> Likelihood:
     accuracy guard) costs more than a dense product; its exact rows are materialized once (cached with
     ``likelihood``) when they fit. Same probabilities, so the same MLE, certified the same way.
     """
-    if dense is None and likelihood.size <= DENSE_PASS_MAX_SIZE and not isinstance(likelihood.H, np.ndarray):
-        rows = likelihood.H.shape[0]
-        exact_rows = getattr(likelihood.H, "rows", None)
-        if rows * likelihood.size <= DENSE_MAX_ENTRIES and callable(exact_rows):
-            dense = getattr(likelihood, "_dense", None)
-            if dense is None:
-                dense = np.asarray(exact_rows(np.arange(rows)), dtype=float)
-                likelihood._dense = dense  # type: ignore[attr-defined]  # a cache that lives with the likelihood
+    small = likelihood.size <= DENSE_PASS_MAX_SIZE and likelihood.H.shape[0] * likelihood.size <= DENSE_MAX_ENTRIES
+    if dense is None and small and not isinstance(likelihood.H, np.ndarray):
+        dense = _exact_dense(likelihood)
     if dense is None or dense is likelihood.H:
         return likelihood
     copy = object.__new__(type(likelihood))
