@@ -193,24 +193,25 @@ class _Planar(Mechanism):
     def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
         """(shift, H) as a 2-D FFT convolution with the kernel, clamped to the window: no |X| x |Z| matrix."""
         r0, c0, wr, wc = self._window
+        grid = (self.domain.rows, self.domain.cols)
+        return convolution_likelihood(self._kernel, grid, self._report_cells(reports), start=(r0, c0), window=(wr, wc))
+
+    def _report_cells(self, reports: np.ndarray) -> np.ndarray:
+        """(D, 2) window (row, col) of each report, after checking it is an output."""
+        wr, wc = self._window[2:]
         z = reports[:, 0]
         self.require_outputs(z, wr * wc)
-        grid = (self.domain.rows, self.domain.cols)
-        return convolution_likelihood(
-            self._kernel, grid, np.column_stack(np.divmod(z, wc)), start=(r0, c0), window=(wr, wc)
-        )
+        return np.column_stack(np.divmod(z, wc))
 
     def _subset_likelihood(self, reports: np.ndarray, support: np.ndarray) -> tuple[np.ndarray, LinearOperator] | None:
         """The convolution over the support's box with the box's kernel: neither the grid's kernel (a
         quadrature per cell for planar Laplace) nor its FFT is built, so a grid far larger than the
         data costs what the data's region does."""
         r0, c0, wr, wc = self._window
-        z = reports[:, 0]
-        self.require_outputs(z, wr * wc)
         return box_convolution_likelihood(
             self._kernel_at,
             (self.domain.rows, self.domain.cols),
-            np.column_stack(np.divmod(z, wc)),
+            self._report_cells(reports),
             support,
             start=(r0, c0),
             window=(wr, wc),
@@ -231,7 +232,7 @@ class _Planar(Mechanism):
         # inside the box's corners but not beyond its sides, where this argument is exact.
         r0, c0, wr, wc = self._window
         rows, cols = self.domain.rows, self.domain.cols
-        row, col = np.divmod(reports[:, 0], wc)
+        row, col = self._report_cells(reports).T
         mask_rows = _likely_range(row, wr, r0, rows)
         mask_cols = _likely_range(col, wc, c0, cols)
         return (mask_rows[:, None] & mask_cols[None, :]).ravel()
