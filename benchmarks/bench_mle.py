@@ -2,6 +2,8 @@
 
     python benchmarks/bench_mle.py                     # every case but the 256 x 256 grid
     python benchmarks/bench_mle.py --only geometric    # or: krr, mixed, oue, grid32, grid64, grid256
+    python benchmarks/bench_mle.py --no-cg --only oue1024 --only olh1024    # frequency oracles at k = 1024:
+        # oue1024, the1024, subset_selection1024, olh1024, blh1024, cms1024 (minutes each: SQUAREM's run)
 
 Each case simulates its reports once (seeded) and runs `mle` twice on the same observations:
 ``solver = "em"`` (GIBU accelerated by SQUAREM: what `mle` ran before) and ``solver = "newton"``
@@ -82,6 +84,19 @@ def grid(side: int, eps: float, n: int = 10**5):  # noqa: ANN201
     return build
 
 
+def oracle(name: str, k: int = 1024, n: int = 10**6, **params):  # noqa: ANN003, ANN201
+    """A frequency oracle whose reports are nearly all distinct: the sampled Hessian's case."""
+
+    def build(rng) -> Observations:  # noqa: ANN001
+        domain = Integers(low=0, high=k - 1)
+        mech = _mech(name, domain, eps=1.0, **params)
+        p = 1 / np.arange(1, k + 1) ** 1.1
+        values = rng.choice(k, n, p=p / p.sum())
+        return Observations.from_reports(domain, [(mech, mech.sample(values, rng))])
+
+    return build
+
+
 CASES = {
     "krr": ("k-RR, k = 1000, eps = 1, n = 10^6 (Zipf 1.1)", krr),
     "geometric": ("truncated geometric, 500 values, eps = 0.05, n = 10^5", geometric),
@@ -90,6 +105,17 @@ CASES = {
     "grid32": ("planar geometric 32 x 32, eps = 0.25, n = 10^5", grid(32, 0.25)),
     "grid64": ("planar geometric 64 x 64, eps = 0.25, n = 10^5", grid(64, 0.25)),
     "grid256": ("planar geometric 256 x 256, eps = 0.25, n = 10^5", grid(256, 0.25)),
+    **{
+        f"{name}1024": (f"{label}, k = 1024, eps = 1, n = 10^6 (Zipf 1.1)", oracle(name))
+        for name, label in (
+            ("oue", "OUE"),
+            ("the", "THE"),
+            ("subset_selection", "subset selection"),
+            ("olh", "OLH"),
+            ("blh", "BLH"),
+            ("cms", "CMS (m = 128, 16 hashes)"),
+        )
+    },
 }
 
 
@@ -98,7 +124,7 @@ def main() -> None:
     parser.add_argument("--only", choices=sorted(CASES), action="append")
     parser.add_argument("--no-cg", action="store_true", help="skip the opt-in hessian = cg run")
     args = parser.parse_args()
-    names = args.only or [name for name in CASES if name != "grid256"]
+    names = args.only or [name for name in CASES if name != "grid256" and not name.endswith("1024")]
     registry = ldpsim.get_registry()
     print(f"ldpsim {ldpsim.__version__}; relative KKT tolerance 1e-6\n")
     print("| case | distinct reports | solver | passes | seconds | KKT | L - L(em) | zeros |")

@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
         convolution_likelihood,
         named_values_likelihood,
         rank_one_plus_sparse,
+        with_exact_rows,
     )
     from .estimation.simplex import project_simplex
     from .estimation.unbiased import count_estimate_variance, plan_matrix, unbiased_estimate
@@ -106,6 +107,7 @@ _LAZY: dict[str, str] = {
     "named_values_likelihood": "estimation.operators",
     "constant_plus_bits": "estimation.operators",
     "rank_one_plus_sparse": "estimation.operators",
+    "with_exact_rows": "estimation.operators",
     "project_simplex": "estimation.simplex",
     "plan_matrix": "estimation.unbiased",
     "unbiased_estimate": "estimation.unbiased",
@@ -260,6 +262,7 @@ __all__ = [
     "project_simplex",
     "constant_plus_bits",
     "rank_one_plus_sparse",
+    "with_exact_rows",
     "rr_parameters",
     "run_scenario",
     "unbiased_estimate",

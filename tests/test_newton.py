@@ -209,3 +209,96 @@ def test_small_grids_pass_over_the_exact_dense_rows_to_the_same_certified_maximu
     # both certified: each within n log(1 + tol) of the maximum
     assert result.loglik >= em.loglik - lik.n * math.log1p(tol)
     assert newton._for_passes(Likelihood(obs), lik.H.rows(np.arange(lik.H.shape[0]))).H is not lik.H
+
+
+@st.composite
+def bit_problems(draw):
+    """OUE, subset selection and local hashing at small sizes: their likelihoods are constant plus a bit
+    pattern, read from packed reports (no dense matrix), with reports drawn from skewed data."""
+    name = draw(st.sampled_from(["oue", "subset_selection", "olh", "blh", "the", "cms"]))
+    k = draw(st.integers(4, 24))
+    eps = draw(st.floats(0.3, 3.0))
+    seed = draw(st.integers(0, 2**32 - 1))
+    n = draw(st.integers(200, 3_000))
+    return name, k, eps, seed, n
+
+
+@settings(deadline=None, max_examples=40)
+@given(bit_problems())
+def test_a_hessian_from_a_sample_of_rows_reaches_a_certified_mle_at_least_as_likely(problem):
+    """The sampled Hessian only steers the Newton steps: the certificate is exact, so the estimate is an MLE
+    to tol, at least as likely as SQUAREM's and the start, with the MLE's zeros exact."""
+    name, k, eps, seed, n = problem
+    rng = np.random.default_rng(seed)
+    domain = Integers(low=0, high=k - 1)
+    params = {"hashes": 4, "buckets": 8} if name == "cms" else {}
+    mech = make("mechanism", name, domain, eps=eps, **params)
+    values = rng.choice(k, n, p=rng.dirichlet(np.full(k, 0.3)))
+    lik = Likelihood(Observations.from_reports(domain, [(mech, mech.sample(values, rng))]))
+    assert callable(getattr(lik.H, "rows", None))
+    sample = newton.sampled_rows(lik, always=True)
+    assert sample is not None and np.isclose(sample.weight.sum(), 1.0)
+    _check_against_squarem_with(lik, hessian="sampled")
+
+
+def _check_against_squarem_with(lik, **options):
+    em = gibu(lik, stop="kkt", tol=1e-6, accelerate="squarem", max_iter=1_000_000)
+    result = newton_mle(lik, tol=1e-6, **options)
+    assert result.converged and result.kkt < 1e-6 and np.all(result.theta >= 0)
+    assert result.loglik >= em.loglik - 1e-10 * max(1.0, abs(em.loglik))
+    assert result.loglik >= lik.loglik(np.full(lik.size, 1 / lik.size)) - 1e-12 * abs(result.loglik)
+    return result, em
+
+
+def test_the_sampled_hessian_is_the_exact_one_when_it_holds_every_row(rng):
+    domain = Integers(low=0, high=9)
+    mech = make("mechanism", "oue", domain, eps=1.0)
+    lik = Likelihood(Observations.from_reports(domain, [(mech, mech.sample(rng.integers(0, 10, 120), rng))]))
+    sample = newton.sampled_rows(lik, always=True)
+    assert sample is not None and sample.index.size == lik.H.shape[0]  # fewer rows than 16 per value
+    dense = newton._exact_dense(lik)
+    np.testing.assert_allclose(sample.rows, dense, rtol=1e-7)
+    theta = rng.dirichlet(np.ones(10))
+    p = dense @ theta
+    exact = (dense * (lik.counts / lik.n / p**2)[:, None]).T @ dense
+    solver = newton._Solver(lik, None, None, sample)
+    pt = solver.point(theta)
+    solver.complete(pt)
+    rhs = rng.standard_normal(10)
+    np.testing.assert_allclose(solver.system(pt, np.ones(10))(rhs), np.linalg.solve(exact + np.eye(10), rhs), rtol=1e-4)
+
+
+def test_a_sample_of_rows_estimates_the_hessian_and_halves_the_passes(rng, monkeypatch):
+    # OUE at k = 64, eps = 0.5: every report distinct, too many for the dense Hessian (forced off), a sample
+    # of 1024 rows
+    domain = Integers(low=0, high=63)
+    mech = make("mechanism", "oue", domain, eps=0.5)
+    values = rng.choice(64, 20_000, p=rng.dirichlet(np.full(64, 0.5)))
+    lik = Likelihood(Observations.from_reports(domain, [(mech, mech.sample(values, rng))]))
+    monkeypatch.setattr(newton, "DENSE_MAX_FLOPS", 0)
+    sample = newton.sampled_rows(lik)
+    assert sample is not None and sample.index.size <= newton.SAMPLE_ROWS_PER_VALUE * 64 < lik.H.shape[0]
+    # systematic sampling proportional to the counts: the sample's Hessian is within ~sqrt(|X| / m) of the truth
+    dense = newton._exact_dense(lik)
+    theta = np.full(64, 1 / 64)
+    weight = 1 / (dense @ theta) ** 2
+    exact = (dense * (lik.counts / lik.n * weight)[:, None]).T @ dense
+    estimate = (sample.rows * (sample.weight * weight[sample.index])[:, None]).T @ sample.rows
+    assert np.linalg.norm(estimate - exact, 2) < 0.5 * np.linalg.norm(exact, 2)
+    result, em = _check_against_squarem_with(lik)
+    assert result.iterations * 2 < em.iterations  # a stalled Newton would hand over to SQUAREM: more passes
+    assert newton_mle(lik, tol=1e-6).iterations == result.iterations  # deterministic
+
+
+def test_a_sampled_hessian_needs_an_operator_that_reads_its_rows(rng):
+    domain = Integers(low=0, high=59)
+    geo = make("mechanism", "geometric", domain, eps=0.2)
+    lik = Likelihood(Observations.from_reports(domain, [(geo, geo.sample(rng.integers(0, 60, 500), rng))]))
+    lik.H = ldpsim.rank_one_plus_sparse(
+        __import__("scipy.sparse.linalg", fromlist=["aslinearoperator"]).aslinearoperator(
+            np.eye(60)[:1].repeat(lik.H.shape[0], 0)
+        ),
+        0.5,
+    )
+    with pytest.raises(ldpsim.ParameterError, match="hessian: .*cannot read its rows"):
+        newton_mle(lik, hessian="sampled")

@@ -216,3 +216,28 @@ def test_many_krr_reports_per_user_do_not_underflow_and_give_gibus_dense_iterate
         assert loglik == pytest.approx(float(group.counts @ (np.log(p) + log_g.max(axis=1))), rel=1e-12)
         np.testing.assert_allclose(nxt, theta * (h.T @ (group.counts / p)) / group.n, rtol=1e-10)
         theta = nxt
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "width"),
+    [
+        ("oue", {}, 1),
+        ("the", {}, 1),
+        ("subset_selection", {}, 1),
+        ("olh", {}, 1),
+        ("blh", {}, 1),
+        ("cms", {"hashes": 3, "buckets": 8}, 1),
+        ("krr", {}, 3),  # three reports per user: named_values_likelihood
+    ],
+)
+def test_exact_rows_are_the_operator_applied_to_identity_columns(name, params, width):
+    """What a sampled Newton Hessian reads (``rows``) is exactly what the operator's products give."""
+    rng = np.random.default_rng(7)
+    domain = ldpsim.Integers(low=0, high=20)
+    mech = ldpsim.get_registry().create("mechanism", name, domain, eps=1.2, **params)
+    plan = (mech,) * width
+    values = rng.integers(0, 21, 300)
+    reports = np.concatenate([np.asarray(mech.sample(values, rng)).reshape(300, -1) for _ in plan], axis=1)
+    lik = ldpsim.Likelihood(ldpsim.Observations.from_reports(domain, [(plan, reports)]))
+    index = np.array([0, 5, 2, lik.H.shape[0] - 1])
+    np.testing.assert_allclose(lik.H.rows(index), (lik.H @ np.eye(21))[index], rtol=1e-12, atol=1e-15)

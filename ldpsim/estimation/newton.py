@@ -19,8 +19,11 @@ barrier identified sets the MLE's zero components to exactly zero.
 The Newton iterations start after :data:`WARM_PASSES` SQUAREM passes, which certify the easy
 problems (large eps) at EM's cost and give the barrier a start near the MLE. The dense Hessian
 costs D |X|^2 operations for D distinct reports, so it is used only when that is affordable
-(:data:`DENSE_MAX_FLOPS`); otherwise, and whenever the Newton iterations stall, the solver hands
-over to SQUAREM (:func:`~ldpsim.estimation.engine.gibu`), which is what ``mle`` ran before (its
+(:data:`DENSE_MAX_FLOPS`). Beyond, where the operator reads its own rows (unary encodings, subset
+selection, local hashing, sketches: millions of distinct reports), the Hessian is formed from a
+deterministic sample of them (:func:`sampled_rows`): an estimate that makes the Newton steps inexact
+but still descent steps, checked by the exact line search and certificate. Otherwise, and whenever
+the Newton iterations stall, the solver hands over to SQUAREM (:func:`~ldpsim.estimation.engine.gibu`), which is what ``mle`` ran before (its
 passes over a small structured likelihood's exact dense rows, :data:`DENSE_PASS_MAX_SIZE`). On
 request (``hessian="cg"``) Newton systems are solved instead by conjugate gradients through the
 likelihood's structured operator. Everything is deterministic: fixed rules, no randomness.
@@ -46,10 +49,16 @@ DENSE_MAX_FLOPS = 5e8
 #: below this many values, SQUAREM's passes (the warm start, the fallback) run on the dense likelihood when
 #: it fits (:data:`DENSE_MAX_ENTRIES`): on a planar grid a dense pass was 3.4x faster than the FFT one
 DENSE_PASS_MAX_SIZE = 1024
+#: a Hessian from a sample of rows (see :func:`sampled_rows`) reads this many rows per value ...
+SAMPLE_ROWS_PER_VALUE = 16
+#: ... and costs at most this many multiply-adds (about a second on one core)
+SAMPLED_MAX_FLOPS = 2e10
 #: how Newton systems are solved (see :func:`newton_mle`)
-HESSIANS = ("auto", "cg")
-#: SQUAREM passes before the Newton solver starts (cheap problems are certified by then)
+HESSIANS = ("auto", "sampled", "cg")
+#: SQUAREM passes before the Newton solver starts (cheap problems are certified by then) ...
 WARM_PASSES = 10
+#: ... and before Newton with a sampled Hessian: its problems (millions of distinct reports) are never cheap
+SAMPLED_WARM_PASSES = 3
 #: interior-point iterations before handing over to SQUAREM
 MAX_NEWTON_ITER = 100
 #: initial complementarity per component (relative to 1 / |X|)
@@ -100,6 +109,46 @@ def dense_likelihood(likelihood: Likelihood) -> np.ndarray | None:
 
 
 @dataclass
+class RowSample:
+    """A deterministic sample of a likelihood's rows, dense: ``H[index]`` with each row's weight in the sample.
+
+    Drawn by systematic sampling proportional to the counts (positions ``(i + 1/2) n / m`` on the
+    cumulative counts), so ``sum_i weight_i g(index_i)`` is an unbiased, low-variance estimate of
+    ``sum_d (c_d / n) g(d)`` for any per-report g: the Hessian ``H^T diag(w / p^2) H`` in particular.
+    """
+
+    index: np.ndarray
+    weight: np.ndarray
+    rows: np.ndarray
+
+
+def sampled_rows(likelihood: Likelihood, *, always: bool = False) -> RowSample | None:
+    """A :class:`RowSample` of :data:`SAMPLE_ROWS_PER_VALUE` rows per value, or None when the operator has no
+    exact rows (:func:`~ldpsim.estimation.operators.with_exact_rows`) or, unless ``always``, when the
+    sample would hold every row or its Hessian would cost more than :data:`SAMPLED_MAX_FLOPS`.
+
+    Where the dense Hessian is out of reach (a million distinct reports of OUE, subset selection or local
+    hashing at k = 1000: D |X|^2 = 10^12), one formed from tens of thousands of rows has a relative error
+    of about sqrt(|X| / m) and costs a fraction of a pass per Newton iteration; the steps it gives are
+    checked by the exact line search and certificate, so it changes how fast the solver converges, never
+    what it converges to.
+    """
+    exact_rows = getattr(likelihood.H, "rows", None)
+    rows, size = likelihood.H.shape
+    m = SAMPLE_ROWS_PER_VALUE * size
+    if not callable(exact_rows) or (not always and (m >= rows or float(m) * size * size > SAMPLED_MAX_FLOPS)):
+        return None
+    if m >= rows:  # every row, at its own weight: the exact Hessian
+        index = np.arange(rows)
+        return RowSample(index, likelihood.counts / likelihood.n, np.asarray(exact_rows(index), dtype=np.float32))
+    cumulative = np.cumsum(likelihood.counts)
+    positions = (np.arange(m) + 0.5) * (cumulative[-1] / m)
+    picked = np.minimum(np.searchsorted(cumulative, positions, side="right"), rows - 1)
+    index, times = np.unique(picked, return_counts=True)
+    return RowSample(index, times / m, np.asarray(exact_rows(index), dtype=np.float32))
+
+
+@dataclass
 class _Point:
     """An iterate x > 0 (not normalized) with what one pass over H gives about it."""
 
@@ -121,11 +170,18 @@ class _Solver:
     EM-like step and the next ones add the curvature EM ignores.
     """
 
-    def __init__(self, likelihood: Likelihood, dense: np.ndarray | None, named: tuple[np.ndarray, float] | None = None):
+    def __init__(
+        self,
+        likelihood: Likelihood,
+        dense: np.ndarray | None,
+        named: tuple[np.ndarray, float] | None = None,
+        sample: RowSample | None = None,
+    ):
         self.lik = likelihood
         self.H = likelihood.H if dense is None else dense
         self.dense = dense is not None
         self.named = named  # (the value each report names or -1, r): H = r 1 1^T + (1 - r) S, see named_columns
+        self.sample = sample  # rows that stand for all of them in the Hessian, see sampled_rows
         self.c = likelihood.counts
         self.n = likelihood.n
         self.w = self.c / self.n
@@ -154,10 +210,14 @@ class _Solver:
         if self.named is not None:
             self.passes += 1
             return self._woodbury(pt, diag, free)
-        if self.dense:
-            self.passes += 1  # forming the Hessian reads H once
-            a = self.H * (self.sqrt_w / pt.p)[:, None]
-            hess = a.T @ a
+        if self.dense or self.sample is not None:
+            if self.sample is None:
+                self.passes += 1  # forming the Hessian reads H once
+                a = self.H * (self.sqrt_w / pt.p)[:, None]
+            else:  # a sample's Hessian reads its rows only, in single precision: an estimate to ~sqrt(|X| / m) anyway
+                scale = np.sqrt(self.sample.weight) / pt.p[self.sample.index]
+                a = self.sample.rows * (scale / scale.max()).astype(np.float32)[:, None]
+            hess = a.T @ a if self.sample is None else (a.T @ a).astype(float) * scale.max() ** 2
             if free is not None:
                 hess = hess[np.ix_(free, free)]
             return _factor(hess + np.diag(diag))
@@ -261,6 +321,8 @@ def _factor(matrix: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
 
     d = np.sqrt(np.maximum(np.diag(matrix), np.finfo(float).tiny))
     scaled = matrix / d[:, None] / d[None, :]
+    # entries of scaled size < 1e-150 change no solve, and their subnormal products slow LAPACK down 20x
+    scaled[np.abs(scaled) < 1e-150] = 0.0
     for ridge in (0.0, 1e-12, 1e-9, 1e-6):
         try:
             factor = cho_factor(scaled + ridge * np.eye(len(d)) if ridge else scaled, check_finite=False)
@@ -277,7 +339,7 @@ def newton_mle(
     tol: float = DEFAULT_TOL,
     max_iter: int = 1_000_000,
     trace: bool = False,
-    warm_passes: int = WARM_PASSES,
+    warm_passes: int | None = None,
     hessian: str = "auto",
 ) -> EMResult:
     """The exact MLE by a primal-dual interior-point Newton method, certified to relative KKT ``tol``.
@@ -297,10 +359,12 @@ def newton_mle(
         Keep L of every kept iterate.
     warm_passes
         SQUAREM passes from ``start`` before the Newton iterations (which start from their result):
-        problems EM certifies quickly stay as cheap as EM.
+        problems EM certifies quickly stay as cheap as EM. Default :data:`WARM_PASSES`, or
+        :data:`SAMPLED_WARM_PASSES` with a sampled Hessian.
     hessian
-        "auto": form and factorize the Hessian, or run SQUAREM where that is too costly
-        (:data:`DENSE_MAX_ENTRIES`, :data:`DENSE_MAX_FLOPS`); "cg": conjugate gradients through
+        "auto": form and factorize the Hessian; where that is too costly (:data:`DENSE_MAX_ENTRIES`,
+        :data:`DENSE_MAX_FLOPS`), form it from a sample of rows (:func:`sampled_rows`) if the operator
+        reads its rows, else run SQUAREM. "sampled": the sampled Hessian whatever the size. "cg": conjugate gradients through
         Hessian-vector products, whatever the size (fewer passes than SQUAREM in
         benchmarks/RESULTS.md, but at small eps its CG runs hit :data:`CG_MAX_ITER`: the
         preconditioner does not capture a smoothing kernel's ill-conditioning).
@@ -319,16 +383,28 @@ def newton_mle(
     if hessian not in HESSIANS:
         raise ParameterError(f"unknown mode {hessian!r}", field="hessian", hint=f"use one of {', '.join(HESSIANS)}")
     named = named_columns(likelihood) if hessian == "auto" else None
-    dense = None if hessian == "cg" or named is not None else dense_likelihood(likelihood)
+    dense = None if hessian != "auto" or named is not None else dense_likelihood(likelihood)
+    sample = None
+    if hessian == "sampled" or (hessian == "auto" and dense is None and named is None):
+        sample = sampled_rows(likelihood, always=hessian == "sampled")
+        if sample is None and hessian == "sampled":
+            raise ParameterError(
+                "this likelihood's operator cannot read its rows",
+                field="hessian",
+                hint="use hessian='auto'; a structured operator offers rows through ldpsim.with_exact_rows",
+            )
+        dense = None
     passes = _for_passes(likelihood, dense)
-    if dense is None and named is None and hessian == "auto":
+    if warm_passes is None:
+        warm_passes = WARM_PASSES if sample is None else SAMPLED_WARM_PASSES
+    if dense is None and named is None and sample is None and hessian == "auto":
         return gibu(passes, theta0, stop="kkt", tol=tol, max_iter=max_iter, trace=trace, accelerate="squarem")
     warm = gibu(
         passes, theta0, stop="kkt", tol=tol, max_iter=min(warm_passes, max_iter), trace=trace, accelerate="squarem"
     )
     if warm.converged or max_iter <= warm_passes:
         return warm
-    solver = _Solver(likelihood, dense, named)
+    solver = _Solver(likelihood, dense, named, sample)
     solver.passes = warm.iterations + 1
     history: list[float] = list(warm.trace) if warm.trace is not None else []
     # EM's iterates can underflow to zero: mix in a trace of the uniform so every value can still rise

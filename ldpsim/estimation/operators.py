@@ -104,7 +104,11 @@ def named_values_likelihood(
         w = np.ravel(w)
         return float(constant @ w) + named_t @ w
 
-    return shift, LinearOperator((rows, size), matvec=matvec, rmatvec=rmatvec, dtype=float)
+    def exact_rows(index: np.ndarray) -> np.ndarray:
+        index = np.asarray(index, dtype=np.intp)
+        return constant[index, None] + named[index].toarray()
+
+    return shift, with_exact_rows(LinearOperator((rows, size), matvec=matvec, rmatvec=rmatvec, dtype=float), exact_rows)
 
 
 def rank_one_plus_sparse(support, r: float) -> LinearOperator:  # noqa: ANN001  (a scipy.sparse CSR matrix)
@@ -133,7 +137,18 @@ def rank_one_plus_sparse(support, r: float) -> LinearOperator:  # noqa: ANN001  
     def rmatmat(m: np.ndarray) -> np.ndarray:
         return r * m.sum(axis=0, keepdims=True) + one_minus_r * (support_t @ m)
 
-    return LinearOperator(support.shape, matvec=matvec, rmatvec=rmatvec, matmat=matmat, rmatmat=rmatmat, dtype=float)
+    operator = LinearOperator(
+        support.shape, matvec=matvec, rmatvec=rmatvec, matmat=matmat, rmatmat=rmatmat, dtype=float
+    )
+    support_rows = getattr(support, "rows", None)
+    if callable(support_rows):  # a structured support that reads its own rows (see with_exact_rows)
+        return with_exact_rows(operator, lambda index: r + one_minus_r * support_rows(index))
+    if hasattr(support, "tocsr"):  # a scipy.sparse matrix
+        csr = support.tocsr()
+        return with_exact_rows(
+            operator, lambda index: r + one_minus_r * csr[np.asarray(index, dtype=np.intp)].toarray()
+        )
+    return operator
 
 
 #: rows per chunk of a packed-bits product: its (rows, bytes) index and value temporaries stay in cache (~1 MB)
@@ -198,7 +213,40 @@ def constant_plus_bits(words: np.ndarray, size: int, r: float, word_bits: int = 
         w = np.ravel(w).astype(float, copy=False)
         return r * w.sum() + one_minus_r * bits_t_times(w)
 
-    return LinearOperator((rows, size), matvec=matvec, rmatvec=rmatvec, dtype=float)
+    unpacked_column = (np.arange(size) // word_bits) * 64 + np.arange(size) % word_bits
+
+    def exact_rows(index: np.ndarray) -> np.ndarray:
+        picked = words[np.asarray(index, dtype=np.intp)].view(np.uint8)
+        bits = np.unpackbits(picked, axis=1, bitorder="little")[:, unpacked_column]
+        return r + one_minus_r * bits
+
+    return with_exact_rows(LinearOperator((rows, size), matvec=matvec, rmatvec=rmatvec, dtype=float), exact_rows)
+
+
+def with_exact_rows(operator: LinearOperator, rows: Callable[[np.ndarray], np.ndarray]) -> LinearOperator:
+    """``operator`` given a ``rows(index)`` method: its rows ``H[index, :]`` as a dense float array, exactly.
+
+    A structured likelihood that can read a few of its rows cheaply (from packed bits, a sparse
+    pattern, a kernel) should offer them: the exact-MLE solver forms its Newton Hessian from a
+    deterministic sample of rows (:func:`ldpsim.estimation.newton.sampled_rows`) where the whole
+    Hessian would cost D |X|^2, and materializes small likelihoods without products with identity
+    columns. Without it the solver falls back to SQUAREM on such problems.
+
+    Parameters
+    ----------
+    operator
+        A ``(D, |X|)`` scipy ``LinearOperator``.
+    rows
+        ``index`` (int array) -> ``(len(index), |X|)`` array equal to ``operator`` applied to
+        identity columns, restricted to those rows.
+
+    Returns
+    -------
+    LinearOperator
+        ``operator`` itself, with the method attached.
+    """
+    operator.rows = rows  # type: ignore[attr-defined]  # the same duck-typed method ConvolutionOperator has
+    return operator
 
 
 def constant_plus_intervals(runs: np.ndarray, size: int, r: float) -> LinearOperator:

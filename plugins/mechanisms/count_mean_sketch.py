@@ -59,6 +59,7 @@ from ldpsim import (
     rank_one_plus_sparse,
     require_memory,
     set_bit_counts,
+    with_exact_rows,
 )
 
 if TYPE_CHECKING:  # scipy is imported where it is used: `ldpsim list` stays fast
@@ -357,7 +358,10 @@ class CountMeanSketch(SketchFamily):
                 out += (bits.T @ w[rows])[self.table[h]]
             return out
 
-        support = LinearOperator((j.size, k), matvec=matvec, rmatvec=rmatvec, dtype=float)
+        def rows(index: np.ndarray) -> np.ndarray:  # the few rows a sampled Newton Hessian reads
+            return self._support(reports[np.asarray(index, dtype=np.intp)])[1].astype(float)
+
+        support = with_exact_rows(LinearOperator((j.size, k), matvec=matvec, rmatvec=rmatvec, dtype=float), rows)
         return self._shift(set_bit_counts(words)), rank_one_plus_sparse(support, math.exp(-self.eps))
 
     def _unbiased_estimate(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
