@@ -102,7 +102,9 @@ def test_an_interrupted_run_resumes_to_the_same_numbers(serial, tmp_path, monkey
     monkeypatch.setattr(ldpsim.running.runner, "run_task", failing)
     with pytest.raises(Boom):
         execute(load_scenario(SWEEP), checkpoint=Checkpoint(out, load_scenario(SWEEP)))
-    assert len(Checkpoint(out, load_scenario(SWEEP), resume=True)) == 2
+    kept = Checkpoint(out, load_scenario(SWEEP), resume=True)
+    assert len(kept.load()) == 2  # the two finished tasks, kept when the third failed ...
+    assert len(kept) == 1  # ... in one file: written as the run stopped, not per batch
     assert not out.exists()
 
     calls.clear()
@@ -430,6 +432,29 @@ def test_batches_cover_the_tasks_in_order_in_bounded_batches(count, workers):
     assert len(parts) >= min(count, BATCHES_PER_WORKER * workers)  # every worker has work to the end
     if parts:
         assert max(map(len, parts)) - min(map(len, parts)) <= 1  # balanced
+
+
+@pytest.mark.parametrize(("seconds", "writes"), [(3600.0, 1), (0.0, None)])
+def test_finished_runs_are_written_by_the_clock_not_per_batch(tmp_path, monkeypatch, seconds, writes):
+    """One write per CHECKPOINT_SECONDS of work (and one at the end), whatever the number of batches; every
+    finished run is in the checkpoint, and the results are the same."""
+    from ldpsim.running.checkpoint import Checkpoint
+    from ldpsim.running.runner import batches
+
+    scenario = {**SWEEP, "repetitions": 40}  # tens of runs, at least 4 batches
+    loaded = load_scenario(scenario)
+    runs = len(tasks(loaded))
+    saved: list[int] = []
+    real_save = Checkpoint.save
+    monkeypatch.setattr(
+        Checkpoint, "save", lambda self, results: (saved.append(len(results)), real_save(self, results))[1]
+    )
+    monkeypatch.setattr(ldpsim.running.runner, "CHECKPOINT_SECONDS", seconds)
+    ckpt = Checkpoint(tmp_path / "r.nc", loaded)
+    result = execute(loaded, checkpoint=ckpt)
+    assert sum(saved) == runs and len(ckpt.load()) == runs
+    assert len(saved) == (writes or len(batches(tasks(loaded), 1)))
+    assert_same_numbers(result, ldpsim.run_scenario(scenario))
 
 
 def test_a_batched_checkpoint_holds_many_runs_per_file_and_resumes_to_the_same_numbers(tmp_path):
