@@ -1,7 +1,8 @@
 """Checkpoints of long runs: finished tasks kept next to the output, so an interrupted run can resume.
 
 ``<output>.partial/`` holds ``fingerprint.json`` (what was being run, with which code) and one
-``.npz`` file per finished batch of tasks (named after its first task), each written to a
+``.npz`` file per write of finished tasks (the runner writes every few seconds, see
+:data:`ldpsim.running.runner.CHECKPOINT_SECONDS`; named after its first task), each written to a
 temporary name, flushed to the disk and renamed, so a file there is complete; one that is not
 (a disk that lied, a copy cut short) is ignored and its tasks run again. A run with ``resume`` loads the tasks of a
 checkpoint with the same fingerprint and runs the others; the checkpoint is
