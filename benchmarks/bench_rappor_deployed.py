@@ -59,7 +59,7 @@ def main() -> None:
     print(f"{platform.processor() or platform.machine()}, numpy {np.__version__}")
     print(f"levels: {mech.privacy_over_time}")
     print()
-    print("| after round t | mle seconds (grouping + estimate) | distinct sequences | SQUAREM iterations | TV |")
+    print("| after round t | mle seconds (grouping + estimate) | distinct sequences | passes | TV |")
     print("| --- | --- | --- | --- | --- |")
     total = simulate
     for t in range(1, tau + 1):

@@ -123,8 +123,9 @@ class RowSample:
 
 
 def sampled_rows(likelihood: Likelihood, *, always: bool = False) -> RowSample | None:
-    """A :class:`RowSample` of :data:`SAMPLE_ROWS_PER_VALUE` rows per value, or None when the operator has no
-    exact rows (:func:`~ldpsim.estimation.operators.with_exact_rows`) or, unless ``always``, when the
+    """A :class:`RowSample` of :data:`SAMPLE_ROWS_PER_VALUE` rows per value, or None when the likelihood is
+    neither dense nor an operator with exact rows (:func:`~ldpsim.estimation.operators.with_exact_rows`)
+    or, unless ``always``, when the
     sample would hold every row or its Hessian would cost more than :data:`SAMPLED_MAX_FLOPS`.
 
     Where the dense Hessian is out of reach (a million distinct reports of OUE, subset selection or local
@@ -133,8 +134,9 @@ def sampled_rows(likelihood: Likelihood, *, always: bool = False) -> RowSample |
     checked by the exact line search and certificate, so it changes how fast the solver converges, never
     what it converges to.
     """
-    exact_rows = getattr(likelihood.H, "rows", None)
-    rows, size = likelihood.H.shape
+    H = likelihood.H
+    exact_rows = (lambda index: H[index]) if isinstance(H, np.ndarray) else getattr(H, "rows", None)
+    rows, size = H.shape
     m = SAMPLE_ROWS_PER_VALUE * size
     if not callable(exact_rows) or (not always and (m >= rows or float(m) * size * size > SAMPLED_MAX_FLOPS)):
         return None
