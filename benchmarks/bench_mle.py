@@ -7,8 +7,8 @@
 
 Each case simulates its reports once (seeded) and runs `mle` twice on the same observations:
 ``solver = "em"`` (GIBU accelerated by SQUAREM: what `mle` ran before) and ``solver = "newton"``
-(the interior-point Newton solver, which falls back to SQUAREM where the dense Hessian is too
-costly), then ``newton_mle(..., hessian="cg")`` (Newton systems solved by conjugate gradients
+(the interior-point Newton solver, with its Hessian from every row or a sample of rows where the
+float64 one is too costly, and SQUAREM where even that is), then ``newton_mle(..., hessian="cg")`` (Newton systems solved by conjugate gradients
 through the structured operator, each CG step one pass). "passes" are the estimate's ``iterations``: passes over the likelihood (for Newton also
 Hessian formations and line-search trials, each counted as one). Time is wall time of the
 estimate, likelihood construction included. Run with one BLAS thread (OPENBLAS_NUM_THREADS=1),

@@ -123,6 +123,7 @@ def test_too_large_a_hessian_falls_back_to_squarem(rng, monkeypatch):
     obs = Observations.from_reports(domain, [(geo, geo.sample(rng.binomial(59, 0.3, 5_000), rng))])
     lik = Likelihood(obs)
     monkeypatch.setattr(newton, "DENSE_MAX_ENTRIES", 0)
+    monkeypatch.setattr(newton, "SAMPLED_MAX_FLOPS", 0)  # nor one from its rows in single precision
     fallback = newton_mle(lik, tol=1e-8)
     em = gibu(lik, stop="kkt", tol=1e-8, accelerate="squarem", max_iter=1_000_000)
     np.testing.assert_array_equal(fallback.theta, em.theta)
@@ -302,3 +303,18 @@ def test_a_sampled_hessian_needs_an_operator_that_reads_its_rows(rng):
     )
     with pytest.raises(ldpsim.ParameterError, match="hessian: .*cannot read its rows"):
         newton_mle(lik, hessian="sampled")
+
+
+def test_a_grid_beyond_the_float64_hessian_gets_every_row_in_single_precision(rng):
+    """32 x 32 planar geometric at eps = 0.25: D |X|^2 = 10^9 is above DENSE_MAX_FLOPS, so `mle` ran
+    thousands of SQUAREM passes; the Hessian from every row in single precision takes tens."""
+    domain = ldpsim.Grid(rows=32, cols=32, cell=1.0)
+    mech = make("mechanism", "planar-geometric", domain, eps=0.25)
+    values = rng.choice(domain.size, 20_000, p=rng.dirichlet(np.full(domain.size, 0.1)))
+    lik = Likelihood(Observations.from_reports(domain, [(mech, mech.sample(values, rng))]))
+    assert newton.dense_likelihood(lik) is None
+    sample = newton.sampled_rows(lik)
+    assert sample is not None and sample.index.size == lik.H.shape[0]  # every row: the exact Hessian
+    result, em = _check_against_squarem_with(lik)
+    assert result.iterations <= 60 and em.iterations > 20 * result.iterations
+    assert np.sum(result.theta == 0) > np.sum(em.theta == 0)  # the MLE's zeros, exact
