@@ -20,7 +20,7 @@ from helpers import assert_same_numbers, make
 import ldpsim
 from ldpsim.base.atomic import atomic_path
 from ldpsim.results.io import open_results
-from ldpsim.running.checkpoint import Checkpoint, checkpoint_dir
+from ldpsim.running.checkpoint import Checkpoint, checkpoint_dir, finished_tasks
 from ldpsim.running.runner import run_task, tasks
 from ldpsim.running.scenario import load_scenario
 
@@ -972,3 +972,60 @@ def test_every_plugin_parameter_at_odd_values_is_refused_by_name_or_runs(kind, n
             assert "\n" not in str(exc)
             if baseline:
                 assert param in str(exc), (value, str(exc))  # the error names the parameter at fault
+
+
+KILLED = """\
+name = "killed"
+seed = 3
+users = 100_000
+repetitions = 32
+metrics = ["tv"]
+[estimators.ibu]              # plain EM for 4,000 updates: a tenth of a second or more per run
+name = "ibu"
+delta = 1e-12
+max_iter = 4_000
+[domain]
+kind = "integers"
+low = 0
+high = 99
+[dataset]
+name = "uniform"
+[cohorts.all]
+reports = [{ mechanism = "geometric", eps = 0.05 }]
+"""
+
+
+@needs_proc
+def test_a_sweep_killed_mid_run_resumes_to_the_same_numbers(tmp_path):
+    """SIGKILL (no clean-up at all) after some runs were checkpointed: the resumed run skips them and its
+    results equal an uninterrupted run's, bit for bit."""
+    import signal
+    import time
+
+    scenario = tmp_path / "killed.toml"
+    scenario.write_text(KILLED)
+    out = tmp_path / "killed.nc"
+    # checkpoint every finished batch, as a long sweep does every CHECKPOINT_SECONDS
+    code = (
+        "import sys, ldpsim.running.runner as r; r.CHECKPOINT_SECONDS = 0.0; from ldpsim.output.cli import main; main()"
+    )
+    run = subprocess.Popen(
+        [sys.executable, "-c", code, "run", str(scenario), "-o", str(out), "-q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(checkpoint_dir(out).glob("task-*.npz"))) < 2 and time.monotonic() < deadline:
+            assert run.poll() is None, run.communicate()
+            time.sleep(0.05)
+        os.killpg(run.pid, signal.SIGKILL)
+    finally:
+        run.communicate()
+    kept = finished_tasks(out)
+    assert 0 < kept < 32 and not out.exists()
+    resumed = ldpsim.run_scenario(str(scenario), output=out, resume=True)
+    assert not checkpoint_dir(out).exists()
+    assert_same_numbers(ldpsim.run_scenario(str(scenario)), resumed)
