@@ -84,8 +84,16 @@ def bernoulli_words(q: float, size: int, rng: np.random.Generator, out: np.ndarr
     result.fill(0)
     if q <= 0.0 or size == 0:
         return result
-    num, den = float(q).as_integer_ratio()  # q = num / 2^e exactly
+    num, den = float(q).as_integer_ratio()  # q = num / 2^e exactly, num odd
     e = den.bit_length() - 1
+    if e <= _FULL_DIGITS:
+        # few digits: from the last one up, P(bit) = (b_i + P(bit of the digits after i)) / 2 by one OR
+        # (b_i = 1) or AND (b_i = 0) with a random word: e words per word, no bit left open
+        result[:] = random_words(rng, size)
+        for i in range(e - 1, 0, -1):
+            r = random_words(rng, size)
+            (np.bitwise_or if (num >> (e - i)) & 1 else np.bitwise_and)(result, r, out=result)
+        return result
     open_bits = np.full(size, np.iinfo(np.uint64).max, dtype=np.uint64)  # bits still equal to q's digits
     done = result  # the decided ones of the words in play: all words, then only those with open bits
     where = None
@@ -228,9 +236,7 @@ class BitVectorMechanism(Mechanism):
             out[start : start + m] = np.packbits(bits, axis=1, bitorder="little").view("<i8")
         return out
 
-    def sample_unary_bitsliced(
-        self, values: np.ndarray, p: float, q: float, rng: np.random.Generator
-    ) -> np.ndarray:
+    def sample_unary_bitsliced(self, values: np.ndarray, p: float, q: float, rng: np.random.Generator) -> np.ndarray:
         """Packed reports whose bit ``values[i]`` is 1 w.p. ``p`` and every other bit w.p. ``q``, independently.
 
         The same law as :meth:`sample_unary_words`, drawn 64 bits at a time: each report word is

@@ -27,7 +27,9 @@ def count_draws(
 
 SAMPLER = AuditPath("sampler", "Mechanism.sample, per user", sampler_draws)
 COUNTS = AuditPath(
-    "counts", "the simulation's report counts (the mechanism's count sampler, or multinomial rows of the matrix)", count_draws
+    "counts",
+    "the simulation's report counts (the mechanism's count sampler, or multinomial rows of the matrix)",
+    count_draws,
 )
 
 
