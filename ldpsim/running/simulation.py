@@ -141,7 +141,8 @@ def _per_user_reports(
     for start in range(0, users, step):
         # the users start..stop-1, grouped by true value: user i holds the first x with ends[x] > i
         values = np.searchsorted(ends, np.arange(start, min(start + step, users)), side="right")
-        reports = np.concatenate([mech.sample(values, rng) for mech, rng in zip(plan, rngs)], axis=1)
+        samples = [mech.sample(values, rng) for mech, rng in zip(plan, rngs)]
+        reports = samples[0] if len(samples) == 1 else np.concatenate(samples, axis=1)
         parts.append(unique_rows(reports))
     if len(parts) == 1:
         return parts[0]
