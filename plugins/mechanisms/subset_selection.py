@@ -186,7 +186,7 @@ class SubsetSelection(BitVectorMechanism):
         own = np.arange(m) * w + values // WORD_BITS  # flat index of the word of x, and its bit
         own_bit = _BIT[values % WORD_BITS]
         flat[own] &= ~own_bit
-        inside = rng.random(m) < self.p
+        inside = np.less(rng.random(m), self.p)
         need = _popcount(words) - (self.size - inside)  # > 0: members to remove, < 0: to add
         # Users who add get their words inverted, x's bit included, so that for everyone a drawn
         # value is of the right kind iff its bit is set (x never is), and the change clears it.
