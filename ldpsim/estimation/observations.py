@@ -103,9 +103,12 @@ def _row_key(reports: np.ndarray, lo: np.ndarray, spans: np.ndarray, cols: list[
     return key
 
 
-def _lexsort(reports: np.ndarray, lo: np.ndarray, spans: np.ndarray, groups: list[list[int]]) -> np.ndarray:
+def _lexsort(
+    reports: np.ndarray, lo: np.ndarray, spans: np.ndarray, groups: list[list[int]]
+) -> tuple[np.ndarray, np.ndarray | None]:
     """The lexicographic order of the rows (ties kept in their original order, as ``np.lexsort`` of the
-    rows' keys gives it), by a sort on the first key alone and a lexsort of only the rows that tie on it.
+    rows' keys gives it), by a sort on the first key alone and a lexsort of only the rows that tie on it;
+    and whether each sorted row shares its first key with the next (None after a plain lexsort).
 
     Wide rows of random bits (unary encodings, subset selection) are nearly distinct on their first
     word: one 1-D sort instead of a lexsort over every word, 10-20x faster, and the other keys are
@@ -114,14 +117,13 @@ def _lexsort(reports: np.ndarray, lo: np.ndarray, spans: np.ndarray, groups: lis
     """
     first = _row_key(reports, lo, spans, groups[0])
     order = np.argsort(first, kind="stable")
-    if len(groups) == 1:
-        return order
     first = first[order]
     tie = first[1:] == first[:-1]  # tie[i]: sorted rows i and i + 1 share the first key
-    if not tie.any():
-        return order
+    if len(groups) == 1 or not tie.any():
+        return order, tie
     if 4 * int(tie.sum()) > order.size:
-        return np.lexsort([_row_key(reports, lo, spans, cols) for cols in groups[::-1]])  # the last key is primary
+        keys = [_row_key(reports, lo, spans, cols) for cols in groups[::-1]]
+        return np.lexsort(keys), None  # lexsort's last key is the primary one
     tied = np.zeros(order.size, dtype=bool)
     tied[1:] = tie
     tied[:-1] |= tie
@@ -132,7 +134,7 @@ def _lexsort(reports: np.ndarray, lo: np.ndarray, spans: np.ndarray, groups: lis
     # primary: the run, then the other keys in order; stable, so rows equal on every key keep their order
     keys = [_row_key(rows, lo, spans, cols) for cols in groups[:0:-1]]
     order[where] = sub[np.lexsort([*keys, run])]
-    return order
+    return order, tie  # reordering within runs of equal first keys leaves `tie` as it was
 
 
 def _sorted_runs(
@@ -143,10 +145,17 @@ def _sorted_runs(
     groups = _key_columns(spans)
     if groups is None:
         return None
-    order = _lexsort(reports, lo, spans, groups)
+    order, tie = _lexsort(reports, lo, spans, groups)
     ordered = np.asarray(reports[order], dtype=np.int64)
     change = np.ones(order.size, dtype=bool)
-    change[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+    if tie is None:
+        change[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+    else:
+        # rows differ where their first keys do; whole rows compared only where those are equal
+        change[1:] = ~tie
+        if len(groups) > 1:
+            pairs = np.flatnonzero(tie)
+            change[pairs + 1] = (ordered[pairs + 1] != ordered[pairs]).any(axis=1)
     starts = np.flatnonzero(change)
     rows = ordered if starts.size == order.size else ordered[starts]
     return rows, starts, order
