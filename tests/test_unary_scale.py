@@ -155,7 +155,7 @@ def test_the_byte_sampler_meets_the_mechanism_contract():
 
 
 # ------------------------------------------------------------ the bit-sliced sampler ("words", THE's default)
-@pytest.mark.parametrize("q", [0.3669888157901474, 1 / 3, 0.9, 2.0**-30 + 2.0**-60, 0.5])
+@pytest.mark.parametrize("q", [0.3669888157901474, 1 / 3, 0.9, 2.0**-30 + 2.0**-60, 0.5, 0.25, 13 / 16, 77 / 256])
 @pytest.mark.parametrize("generator", ["PCG64", "MT19937"])
 def test_bernoulli_words_bits_are_independent_bernoulli(q, generator):
     """Each bit of a word is 1 w.p. q, independently: the set bits per word are Binomial(64, q) and

@@ -81,8 +81,8 @@ def bernoulli_words(q: float, size: int, rng: np.random.Generator, out: np.ndarr
     if q >= 1.0:
         result.fill(np.iinfo(np.uint64).max)
         return result
-    result.fill(0)
     if q <= 0.0 or size == 0:
+        result.fill(0)
         return result
     num, den = float(q).as_integer_ratio()  # q = num / 2^e exactly, num odd
     e = den.bit_length() - 1
@@ -94,6 +94,7 @@ def bernoulli_words(q: float, size: int, rng: np.random.Generator, out: np.ndarr
             r = random_words(rng, size)
             (np.bitwise_or if (num >> (e - i)) & 1 else np.bitwise_and)(result, r, out=result)
         return result
+    result.fill(0)
     open_bits = np.full(size, np.iinfo(np.uint64).max, dtype=np.uint64)  # bits still equal to q's digits
     done = result  # the decided ones of the words in play: all words, then only those with open bits
     where = None

@@ -15,9 +15,11 @@ derive as (near-)optimal for the estimation error.
 
 Sampling: x is in S with probability ``p = omega e^eps / (omega e^eps + k - omega)``
 (the mass of the subsets containing it); the omega - 1 (if it is) or omega (if not)
-other members are a uniform subset of the other k - 1 values, those with the smallest of
-k - 1 uniform keys (one ``partition`` per chunk of users, no per-user loop; the rare rows
-whose keys tie at the cut are drawn again, so every report holds exactly omega values).
+other members are a uniform subset of the other k - 1 values. It is drawn without k draws
+per user: independent bits at a dyadic rate near q, 64 per random word (given its size, such
+a set is uniform among the sets of that size), then resized to omega - 1 or omega by
+uniformly random removals or additions, each of which keeps it uniform given its size (about
+sqrt(k) of them per user; vectorized over users, no per-user loop).
 
 Report encoding: S as its indicator bit vector, packed like the unary encodings'
 reports: bit j is bit ``j mod 62`` of int64 word ``j // 62`` (``ceil(k / 62)`` words;
