@@ -243,6 +243,20 @@ class BitVectorMechanism(Mechanism):
         The same law as :meth:`sample_unary_words`, drawn 64 bits at a time: each report word is
         one :func:`bernoulli_words` word (its two top bits, and the bits beyond k, cleared), and the
         bit of the true value is then set to a Bernoulli(p) draw.
+
+        Parameters
+        ----------
+        values
+            (n,) true values (domain indices).
+        p, q
+            The probability of the true value's bit, and of every other bit.
+        rng
+            The generator of every draw.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n, report_width) int64 packed reports.
         """
         k, w = self.domain.size, self.report_width
         values = np.asarray(values, dtype=np.int64)
