@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
     from .estimation.simplex import project_simplex
     from .estimation.unbiased import count_estimate_variance, plan_matrix, unbiased_estimate
     from .estimation.uncertainty import Uncertainty, bootstrap_uncertainty, mle_uncertainty, unbiased_uncertainty
-    from .model.bitvectors import WORD_BITS, BitVectorMechanism, set_bit_counts
+    from .model.bitvectors import WORD_BITS, BitVectorMechanism, bernoulli_words, set_bit_counts
     from .model.dataset import Dataset
     from .model.domains import Categorical, Domain, Grid, Integers, OnDomain, make_domain, parse_domain
     from .model.mechanism import ROW_SUM_TOL, STRUCTURED_MIN_SIZE, Capabilities, Mechanism
@@ -117,6 +117,7 @@ _LAZY: dict[str, str] = {
     "unbiased_uncertainty": "estimation.uncertainty",
     "BitVectorMechanism": "model.bitvectors",
     "set_bit_counts": "model.bitvectors",
+    "bernoulli_words": "model.bitvectors",
     "WORD_BITS": "model.bitvectors",
     "Dataset": "model.dataset",
     "Categorical": "model.domains",
@@ -191,6 +192,7 @@ __all__ = [
     "WORD_BITS",
     "BitVectorMechanism",
     "set_bit_counts",
+    "bernoulli_words",
     "INTERVAL_OUTPUTS",
     "Uncertainty",
     "IntervalEstimator",

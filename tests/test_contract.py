@@ -95,6 +95,7 @@ CAPABILITIES = {
         "named_value_likelihood",
         "log_matrix",
         "estimate_variance",
+        "sample_counts",
     },
     "geometric": {"structured_likelihood", "likely_subset", "output_count", "log_matrix"},
     "laplace": {"structured_likelihood", "likely_subset", "output_count", "log_matrix"},

@@ -289,3 +289,37 @@ def test_a_likelihood_is_built_once_per_observations_and_support_and_dropped_wit
     del obs, lik
     gc.collect()
     assert gone() is None
+
+
+@given(
+    rows=st.integers(2, 300),
+    width=st.integers(2, 6),
+    tied=st.floats(0.0, 0.5),
+    high=st.sampled_from([3, 2**61]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_rows_tied_on_their_first_key_are_ordered_like_a_full_lexsort(rows, width, tied, high, seed):
+    """Wide rows (one packed key per column) sort on the first key and refine only its ties: the order is
+    np.lexsort's (ties on every key in their original order), and the distinct rows and counts numpy's."""
+    from ldpsim.estimation.observations import _key_columns, _lexsort, sum_equal_rows, unique_rows
+
+    rng = np.random.default_rng(seed)
+    reports = rng.integers(0, 2**61, size=(rows, width))
+    reports[:, 1:] = rng.integers(0, high, size=(rows, width - 1))
+    share = rng.random(rows) < tied
+    reports[share, 0] = reports[0, 0]  # a run of equal first keys, refined on the other columns
+    reports[rng.random(rows) < tied / 4] = reports[-1]  # some rows equal on every key
+    reports[0, 0], reports[-1, 0] = 0, 2**61 - 1  # the first column spans 61 bits: a key of its own
+    lo = reports.min(axis=0)
+    spans = reports.max(axis=0) - lo + 1
+    groups = _key_columns(spans)
+    assert groups is not None
+    np.testing.assert_array_equal(_lexsort(reports, lo, spans, groups)[0], np.lexsort(reports.T[::-1]))
+    uniq, counts = unique_rows(reports)
+    ref_uniq, ref_counts = np.unique(reports, axis=0, return_counts=True)
+    np.testing.assert_array_equal(uniq, ref_uniq)
+    np.testing.assert_array_equal(counts, ref_counts)
+    weights = rng.integers(1, 9, size=rows)
+    summed = sum_equal_rows(reports, weights)
+    _, inverse = np.unique(reports, axis=0, return_inverse=True)
+    np.testing.assert_array_equal(summed[1], np.bincount(inverse.ravel(), weights=weights).astype(np.int64))

@@ -149,28 +149,43 @@ def test_subset_selection_sampler_at_scale():
     assert chi2.sf(stat, k - 2) > 1e-4
 
 
-class CoarseKeys:
-    """A generator whose float32 draws take 4 values only: keys tie at the cut on most rows."""
+@pytest.mark.parametrize(("k", "omega", "eps"), [(6, 2, 1.0), (8, 6, 0.5), (7, 3, 3.0), (5, 1, 0.2)])
+def test_subset_selection_sampler_follows_the_enumerated_law(k, omega, eps):
+    """Reports follow P(S | x) exactly: a chi-square over every subset of size omega for each of three
+    values (false-alarm rate 1e-4 each), at rates of the independent bits below and above q, omega
+    near k (members removed) and omega = 1."""
+    mech = make("mechanism", "subset_selection", line(k), eps=eps, omega=omega)
+    truth = brute_force_subset_selection(k, omega, eps)
+    codes = encode(list(truth), k)[:, 0]
+    n = 30_000
+    rng = np.random.default_rng(k * 100 + omega)
+    for x in (0, k // 2, k - 1):
+        reports = mech.sample(np.full(n, x), rng)[:, 0]
+        observed = np.array([np.sum(reports == code) for code in codes])
+        assert observed.sum() == n  # every report is a subset of size omega
+        expected = n * np.array([p[x] for p in truth.values()])
+        assert chi2.sf(((observed - expected) ** 2 / expected).sum(), len(truth) - 1) > 1e-4
 
-    def __init__(self, seed: int) -> None:
-        self.rng = np.random.default_rng(seed)
 
-    def random(self, size=None, dtype=np.float64):
-        u = self.rng.random(size)
-        return np.floor(u * 4).astype(dtype) / 4 if dtype == np.float32 else u
-
-
-def test_subset_selection_redraws_tied_keys_and_stays_exact():
-    """With ties on most rows, reports still hold omega values and follow P(S | x) (chi-square over the
-    15 subsets, false-alarm rate 1e-4)."""
-    k, omega, n = 6, 2, 30_000
-    mech = make("mechanism", "subset_selection", line(k), eps=1.0, omega=omega)
-    reports = mech._sample(np.zeros(n, dtype=np.int64), CoarseKeys(3))
-    truth = brute_force_subset_selection(k, omega, 1.0)
-    observed = np.array([np.sum(reports[:, 0] == code) for code in encode(list(truth), k)[:, 0]])
-    assert observed.sum() == n  # no report of another size
-    expected = n * np.array([p[0] for p in truth.values()])
-    assert chi2.sf(((observed - expected) ** 2 / expected).sum(), len(truth) - 1) > 1e-4
+def test_subset_selection_sampler_across_words():
+    """k = 130 (three words, padding in each), values in every word: every report holds omega values, x
+    is in it w.p. p (5 sigma), and the other values are equally likely (chi-square at 1e-4)."""
+    k, n, eps, omega = 130, 30_000, 1.0, 40
+    mech = make("mechanism", "subset_selection", line(k), eps=eps, omega=omega)
+    values = np.array([0, 61, 62, 70, 124, 129]).repeat(n // 6)
+    reports = mech.sample(values, np.random.default_rng(4))
+    assert np.all(reports >= 0) and np.all(reports < 1 << WORD_BITS)
+    bits = decode(reports, k).astype(bool)
+    assert np.all(bits.sum(axis=1) == omega)
+    own = bits[np.arange(n), values]
+    p = omega * math.exp(eps) / (omega * math.exp(eps) + k - omega)
+    assert abs(own.mean() - p) < 5 * math.sqrt(p * (1 - p) / n)
+    for x in (0, 70, 129):  # each group's other values: multivariate hypergeometric counts, equal means
+        group = bits[values == x]
+        others = np.delete(group.sum(axis=0), x)
+        expected = (omega * group.shape[0] - group[:, x].sum()) / (k - 1)
+        stat = ((others - expected) ** 2 / expected).sum() * (k - 1) / (k - 1 - omega)
+        assert chi2.sf(stat, k - 2) > 1e-4
 
 
 @pytest.mark.parametrize("report", [[1 << 10], [-1], [(1 << 3) | 1 | 2]], ids=["beyond-k", "negative", "wrong-size"])

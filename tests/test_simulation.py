@@ -56,6 +56,42 @@ def test_report_counts_follow_the_per_user_law(path, monkeypatch):
     assert _chi_square_p(samples, _exact_law(M, [0, 0, 0, 1, 1, 2])) > 1e-4
 
 
+@pytest.mark.parametrize("eps", [0.4, 2.5])
+def test_krr_count_sampler_follows_the_per_user_law(eps):
+    """k-RR draws its counts itself (kept reports, then one uniform multinomial for all values): the
+    counts of a mixed cohort have the law of every user's report enumerated (chi-square over the
+    outcomes, false-alarm rate 1e-4)."""
+    mech = make("mechanism", "krr", Integers(low=0, high=2), eps=eps)
+    assert mech.capabilities.sample_counts
+    counts = np.array([3, 2, 1])
+    assert sim.counted((mech,), int(counts.sum()))
+    rng = np.random.default_rng(11)
+    samples = []
+    for _ in range(4000):
+        reports, n = sim.sample_cohort((mech,), counts, [rng])
+        full = np.zeros(3, dtype=np.int64)
+        full[reports[:, 0]] = n
+        samples.append(tuple(full))
+    assert _chi_square_p(samples, _exact_law(mech.matrix, [0, 0, 0, 1, 1, 2])) > 1e-4
+
+
+def test_krr_count_sampler_at_scale_follows_the_matrix():
+    """k = 1024, 10^6 users of one value: the counts are Multinomial(n, M[x]): the kept count within 5
+    sigma of n p, and a chi-square of the k - 1 other outputs against their equal share (1e-4)."""
+    k, n, x = 1024, 10**6, 700
+    mech = make("mechanism", "krr", Integers(low=0, high=k - 1), eps=1.0)
+    counts = np.zeros(k, dtype=np.int64)
+    counts[x] = n
+    reports, got = sim.sample_cohort((mech,), counts, [np.random.default_rng(5)])
+    full = np.zeros(k, dtype=np.int64)
+    full[reports[:, 0]] = got
+    keep = math.e / (k - 1 + math.e)
+    assert abs(full[x] - n * keep) < 5 * math.sqrt(n * keep * (1 - keep))
+    others = np.delete(full, x)
+    expected = (n - full[x]) / (k - 1)  # given the kept count, the others are Multinomial(n - kept, uniform)
+    assert stats.chi2.sf(float(((others - expected) ** 2 / expected).sum()), k - 2) > 1e-4
+
+
 def test_split_counts_has_the_law_of_a_random_permutation():
     counts, sizes = np.array([2, 1, 1]), [2, 1, 1]
     users = np.repeat(np.arange(3), counts)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from helpers import decode_bits as decode
 from helpers import encode_bits as encode
 from helpers import make
@@ -151,3 +152,92 @@ def test_the_byte_sampler_meets_the_mechanism_contract():
 
     for name in ("oue", "rappor", "the"):
         check_mechanism(make("mechanism", name, Integers(low=0, high=5), eps=1.0, sampler="bytes"))
+
+
+# ------------------------------------------------------------ the bit-sliced sampler ("words", THE's default)
+@pytest.mark.parametrize("q", [0.3669888157901474, 1 / 3, 0.9, 2.0**-30 + 2.0**-60, 0.5, 0.25, 13 / 16, 77 / 256])
+@pytest.mark.parametrize("generator", ["PCG64", "MT19937"])
+def test_bernoulli_words_bits_are_independent_bernoulli(q, generator):
+    """Each bit of a word is 1 w.p. q, independently: the set bits per word are Binomial(64, q) and
+    every bit position is set n q times (chi-squares, false-alarm rate 1e-3 each). MT19937's raw
+    outputs are 32 bits wide: its words come from ``integers`` instead."""
+    from ldpsim.model.bitvectors import bernoulli_words
+
+    n = 200_000
+    rng = np.random.Generator(getattr(np.random, generator)(31))
+    words = bernoulli_words(q, n, rng)
+    assert words.dtype == np.uint64 and words.shape == (n,)
+    bits = np.unpackbits(words.view(np.uint8).reshape(n, 8), axis=1, bitorder="little").astype(bool)
+    ones = bits.sum(axis=1)
+    if q < 1e-6:  # 64 n q = 1.2e-2 expected set bits in all: none is the likely outcome
+        assert ones.sum() <= 3
+        return
+    law = binom.pmf(np.arange(65), 64, q)
+    keep = law * n >= 5
+    observed = np.append(np.bincount(ones, minlength=65)[keep], (~keep[ones]).sum())
+    expected = n * np.append(law[keep], law[~keep].sum())
+    assert chisquare(observed, expected).pvalue > ALPHA
+    from scipy.stats import chi2
+
+    stat = float(np.sum((bits.sum(axis=0) - n * q) ** 2 / (n * q * (1 - q))))
+    assert chi2.sf(stat, 64) > ALPHA
+
+
+def test_bernoulli_words_at_the_ends_and_into_a_given_array():
+    from ldpsim.model.bitvectors import bernoulli_words
+
+    rng = np.random.default_rng(0)
+    assert np.all(bernoulli_words(0.0, 10, rng) == 0)
+    assert np.all(bernoulli_words(1.0, 10, rng) == np.iinfo(np.uint64).max)
+    out = np.full(7, 5, dtype=np.uint64)
+    assert bernoulli_words(0.25, 7, rng, out=out) is out
+
+
+def test_the_default_sampler_follows_the_whole_report_law_on_a_small_domain():
+    # THE samples 64 bits per random word by default; k = 5: 32 reports with their exact probabilities
+    mech = make("mechanism", "the", Integers(low=0, high=4), eps=1.3)
+    assert mech.sampler == "words"
+    rng = np.random.default_rng(2025)
+    n = 40_000
+    for x in (0, 3):
+        reports = mech.sample(np.full(n, x), rng)[:, 0]
+        observed = np.bincount(reports, minlength=32)
+        assert chisquare(observed, n * mech.matrix[x]).pvalue > ALPHA
+
+
+@pytest.mark.parametrize("name", ["the", "oue"])
+def test_the_words_sampler_set_bit_count_and_positions_follow_their_laws_across_words(name):
+    # k = 130: three words, padding in each; values in every word. The number of set bits is
+    # Bernoulli(p) + Binomial(k - 1, q); each position is set w.p. q, or p for its own users
+    k, eps, n = 130, 1.0, 30_000
+    mech = make("mechanism", name, Integers(low=0, high=k - 1), eps=eps, sampler="words")
+    rng = np.random.default_rng(8)
+    values = np.array([0, 61, 62, 70, 124, 129]).repeat(n // 6)
+    reports = mech.sample(values, rng)
+    assert np.all(reports >= 0) and np.all(reports < 1 << WORD_BITS)
+    assert np.all(reports[:, -1] >> (k - 2 * WORD_BITS) == 0)  # nothing beyond bit k - 1
+    bits = decode(reports, k)
+    p, q = mech.p, mech.q
+    ones = bits.sum(axis=1)
+    support = np.arange(k + 1)
+    law = (1 - p) * binom.pmf(support, k - 1, q) + p * binom.pmf(support - 1, k - 1, q)
+    keep = law * n >= 5
+    observed = np.append(np.bincount(ones, minlength=k + 1)[keep], (~keep[ones]).sum())
+    expected = n * np.append(law[keep], law[~keep].sum())
+    assert chisquare(observed, expected).pvalue > ALPHA
+    from scipy.stats import chi2
+
+    own = bits[np.arange(n), values].astype(bool)
+    assert abs(own.sum() - n * p) < 4 * math.sqrt(n * p * (1 - p))
+    others = bits.sum(axis=0) - np.bincount(values[own], minlength=k)  # set bits at positions not held
+    held = np.bincount(values, minlength=k)
+    trials = n - held
+    stat = float(np.sum((others - trials * q) ** 2 / (trials * q * (1 - q))))
+    assert chi2.sf(stat, k) > ALPHA
+
+
+def test_the_words_sampler_meets_the_mechanism_contract():
+    from ldpsim.testing import check_mechanism
+
+    for name in ("oue", "rappor", "the"):
+        check_mechanism(make("mechanism", name, Integers(low=0, high=70), eps=1.0, sampler="words"))

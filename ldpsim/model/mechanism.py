@@ -34,6 +34,7 @@ hook (a subclass implements)       public wrapper (the core calls)   capability 
 ``round_columns(t)``,
 ``round_channel(t)``
 ``_estimate_variance(theta)``      ``estimate_variance(theta)``      ``estimate_variance``
+``_sample_counts(counts, rng)``    ``sample_counts(counts, rng)``    ``sample_counts``
 =================================  ================================  ==========================
 
 Required: ``privacy``, and either ``_matrix`` (finitely many outputs: sampling
@@ -81,6 +82,11 @@ Capabilities:
   inverted matrix's) for n users whose empirical distribution is theta, in closed form (Wang et
   al. 2017's formulas and their equivalents): what ``ldpsim check mechanism`` prints beside a
   simulation.
+* sample counts: the report counts of a population given how many users hold each value (one
+  report each), with the law of ``sum_x Multinomial(counts[x], M[x])``, drawn by the mechanism
+  itself at less than the matrix's O(|X| |Z|) cost (k-RR: O(k)). The simulation's count path
+  (:func:`ldpsim.running.simulation.sample_cohort`) uses it instead of one multinomial per value
+  over the dense matrix; without it (the default, or a hook returning None) that path is unchanged.
 
 Hooks that read reports call :meth:`Mechanism.require_outputs` to refuse values that
 are not outputs. ``ldpsim.testing.check_mechanism`` checks each declared capability
@@ -127,6 +133,7 @@ PUBLIC_WRAPPERS = (
     "named_value_likelihood",
     "log_matrix",
     "estimate_variance",
+    "sample_counts",
     "require_outputs",
     "capabilities",
 )
@@ -162,6 +169,8 @@ class Capabilities:
         ``rounds`` (with ``prefix``, ``round_columns``, ``round_channel``): one report covers several rounds.
     estimate_variance
         ``_estimate_variance``: n Var of the unbiased estimate, in closed form.
+    sample_counts
+        ``_sample_counts``: the report counts of users holding each value, drawn without the matrix's rows.
     """
 
     structured_likelihood: bool = False
@@ -173,6 +182,7 @@ class Capabilities:
     log_matrix: bool = False
     rounds: bool = False
     estimate_variance: bool = False
+    sample_counts: bool = False
 
     @classmethod
     def of(cls, mechanism: type[Mechanism]) -> Capabilities:
@@ -332,6 +342,11 @@ class Mechanism(OnDomain):
     def _estimate_variance(self, theta: np.ndarray) -> np.ndarray | None:
         """``n Var[f_hat(x)]`` for every x, of the unbiased estimate from n users with empirical
         distribution ``theta``; None if unknown here."""
+        return None
+
+    def _sample_counts(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray | None:
+        """``(|Z|,)`` report counts of users holding value x ``counts[x]`` times, one report each, with
+        the law of ``sum_x Multinomial(counts[x], matrix[x])``; None: draw from the matrix's rows."""
         return None
 
     # ------------------------------------------------------------- public API
@@ -599,6 +614,53 @@ class Mechanism(OnDomain):
         if v.shape != (self.domain.size,) or not np.all(np.isfinite(v)) or np.any(v < -1e-12):
             raise ValueError(f"{self!r}._estimate_variance must return {self.domain.size} non-negative numbers")
         return np.maximum(v, 0.0)
+
+    def sample_counts(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray | None:
+        """How many users send each output, for users holding value x ``counts[x]`` times (one report each).
+
+        The law is that of :meth:`sample` applied to every user and the reports counted:
+        ``sum_x Multinomial(counts[x], matrix[x])``. Only a mechanism that declares the
+        capability draws them (at less than the matrix's cost); the others return None and
+        the simulation draws one multinomial per value from :attr:`matrix`.
+
+        Parameters
+        ----------
+        counts
+            ``(|X|,)`` non-negative integers: users per value.
+        rng
+            The generator of every draw.
+
+        Returns
+        -------
+        numpy.ndarray or None
+            ``(output_count(),)`` int64 counts summing to ``counts.sum()``; None if the mechanism
+            does not draw its counts itself.
+        """
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError("rng must be a numpy.random.Generator, e.g. numpy.random.default_rng(seed)")
+        if not self.capabilities.sample_counts:
+            return None
+        counts = np.asarray(counts)
+        if counts.shape != (self.domain.size,) or (counts.size and (counts.dtype.kind not in "iu" or counts.min() < 0)):
+            raise ValueError(f"counts must be {self.domain.size} non-negative integers, one per value")
+        counts = counts.astype(np.int64, copy=False)
+        out = self._call("_sample_counts", counts, rng)
+        if out is None:
+            return None
+        out = np.asarray(out)
+        outputs = self.output_count()
+        if (
+            out.ndim != 1
+            or (outputs is not None and out.shape[0] != outputs)
+            or out.dtype.kind not in "iu"
+            or (out.size and out.min() < 0)
+            or int(out.sum()) != int(counts.sum())
+        ):
+            raise ContractError(
+                f"{self!r}._sample_counts must return one non-negative integer per output summing to the"
+                f" {int(counts.sum())} users, got shape {out.shape} summing to {out.sum() if out.size else 0}"
+            )
+        return out.astype(np.int64, copy=False)
 
     # -------------------------------------------------------------- internals
     def _call(self, hook: str, *args: Any) -> Any:

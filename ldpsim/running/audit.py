@@ -26,7 +26,11 @@ def count_draws(
 
 
 SAMPLER = AuditPath("sampler", "Mechanism.sample, per user", sampler_draws)
-COUNTS = AuditPath("counts", "the simulation's report counts (multinomial rows of the matrix)", count_draws)
+COUNTS = AuditPath(
+    "counts",
+    "the simulation's report counts (the mechanism's count sampler, or multinomial rows of the matrix)",
+    count_draws,
+)
 
 
 def audit_mechanism(

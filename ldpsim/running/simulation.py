@@ -6,7 +6,8 @@ the value counts among cohorts with sequential multivariate hypergeometric
 draws has the law of assigning users to cohorts by a uniformly random
 permutation. A cohort whose users send one report through a mechanism with a
 finite matrix M gets its report counts as ``sum_x Multinomial(c_x, M[x])``:
-O(|X| |Z|) work whatever the number of users. Other cohorts (several reports,
+O(|X| |Z|) work whatever the number of users, or less when the mechanism draws
+that law itself (:meth:`Mechanism.sample_counts`; k-RR in O(|X|)). Other cohorts (several reports,
 no matrix, or a matrix too large to use) expand their values in bounded chunks
 and use the mechanisms' vectorized samplers.
 """
@@ -93,9 +94,13 @@ def sample_cohort(
     """
     counts = np.asarray(counts, dtype=np.int64)
     if counted(plan, int(counts.sum())):
+        total = plan[0].sample_counts(counts, rngs[0])  # the mechanism's own count sampler, if it has one
+        if total is not None:
+            z = np.flatnonzero(total)
+            return z[:, None], total[z]
         matrix = count_matrix(plan[0])
-        assert matrix is not None  # counted() holds only for mechanisms with a count matrix
-        return _count_reports(matrix, counts, rngs[0])
+        if matrix is not None:
+            return _count_reports(matrix, counts, rngs[0])
     return _per_user_reports(plan, counts, rngs)
 
 
@@ -136,7 +141,8 @@ def _per_user_reports(
     for start in range(0, users, step):
         # the users start..stop-1, grouped by true value: user i holds the first x with ends[x] > i
         values = np.searchsorted(ends, np.arange(start, min(start + step, users)), side="right")
-        reports = np.concatenate([mech.sample(values, rng) for mech, rng in zip(plan, rngs)], axis=1)
+        samples = [mech.sample(values, rng) for mech, rng in zip(plan, rngs)]
+        reports = samples[0] if len(samples) == 1 else np.concatenate(samples, axis=1)
         parts.append(unique_rows(reports))
     if len(parts) == 1:
         return parts[0]
@@ -144,8 +150,15 @@ def _per_user_reports(
 
 
 def counted(plan: Sequence[Mechanism], users: int) -> bool:
-    """Whether a cohort's reports are drawn as counts (else one per user)."""
-    return len(plan) == 1 and users >= plan[0].domain.size and count_matrix(plan[0]) is not None
+    """Whether a cohort's reports are drawn as counts (else one per user): one report per user, at least
+    as many users as values, and a mechanism that draws its counts itself or has a usable matrix.
+
+    A mechanism declaring ``sample_counts`` whose hook then returns None, and has no usable matrix, is
+    simulated per user after all (that path checks its own memory).
+    """
+    if len(plan) != 1 or users < plan[0].domain.size:
+        return False
+    return plan[0].capabilities.sample_counts or count_matrix(plan[0]) is not None
 
 
 def per_user_bytes(plan: Sequence[Mechanism], users: int) -> int:

@@ -44,6 +44,7 @@ __all__ = [
     "check_parameters",
     "check_privacy_claim",
     "check_rounds",
+    "check_sample_counts",
     "check_sampler",
     "check_structured_likelihood",
     "check_unbiased_estimate",
@@ -107,6 +108,41 @@ def check_capabilities(mech: Mechanism, *, samples: int = 20_000, seed: int = 0,
     check_unbiased_estimate(mech, samples=samples, seed=seed, alpha=alpha)
     check_rounds(mech, seed=seed)
     check_estimate_variance(mech, seed=seed)
+    check_sample_counts(mech, samples=samples, seed=seed, alpha=alpha)
+
+
+def check_sample_counts(mech: Mechanism, *, samples: int = 20_000, seed: int = 0, alpha: float = 1e-4) -> None:
+    """Declared report counts follow the matrix: ``samples`` users holding one tested value x give counts
+    distributed as Multinomial(samples, matrix[x]) (chi-square test, Bonferroni over the values), and
+    users of every value at once give one count per output summing to the users."""
+    from scipy.stats import chi2
+
+    if not mech.capabilities.sample_counts:
+        return
+    k = mech.domain.size
+    if mech.sample_counts(np.ones(k, dtype=np.int64), np.random.default_rng([seed, 7])) is None:
+        return
+    m = mech.matrix
+    assert m is not None, f"{mech!r}: draws report counts but has no matrix to check them against"
+    values = _tested_values(mech.domain)
+    for x in values:
+        counts = np.zeros(k, dtype=np.int64)
+        counts[x] = samples
+        got = mech.sample_counts(counts, np.random.default_rng([seed, 7, int(x)]))
+        assert got is not None and got.shape == (m.shape[1],), f"{mech!r}: sample_counts gave no count per output"
+        expected = samples * m[x]
+        assert np.all(got[expected == 0] == 0), f"{mech!r}: sample_counts gave an output of probability 0 for {x}"
+        big = expected >= 5
+        o = np.append(got[big], got[~big].sum()).astype(float)
+        e = np.append(expected[big], expected[~big].sum())
+        keep = e > 0
+        o, e = o[keep], e[keep]
+        if o.size < 2:
+            continue
+        p_value = float(chi2.sf(float(((o - e) ** 2 / e).sum()), o.size - 1))
+        assert p_value >= alpha / len(values), (
+            f"{mech!r}: sample_counts for value {x} does not follow its matrix row (chi-square p = {p_value:.2g})"
+        )
 
 
 def check_rounds(mech: Mechanism, *, seed: int = 0) -> None:

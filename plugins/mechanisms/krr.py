@@ -56,6 +56,20 @@ class KRR(Mechanism):
         other = (values + 1 + rng.integers(0, k - 1, size=values.shape[0])) % k
         return np.where(keep, values, other)[:, None]
 
+    def _sample_counts(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Report counts in O(k): the true value kept w.p. keep - other, else a uniform draw over all k values.
+
+        That two-stage draw is k-RR exactly (the true value: keep - other + other; any other value:
+        other), and its uniform stage does not depend on the true value, so the users of every value
+        who reach it fall into one Multinomial(R, uniform over k): k binomials and one multinomial
+        instead of one multinomial per value over a dense k x k matrix.
+        """
+        k = self.domain.size
+        # keep - other = (1 - e^-eps) keep, without cancellation; the remaining mass is k * other
+        stay = rng.binomial(counts, -math.expm1(-self.eps) * self._keep)
+        spread = rng.multinomial(int(counts.sum() - stay.sum()), np.full(k, 1.0 / k))
+        return stay + spread
+
     def _output_count(self) -> int:
         return self.domain.size
 

@@ -15,9 +15,11 @@ derive as (near-)optimal for the estimation error.
 
 Sampling: x is in S with probability ``p = omega e^eps / (omega e^eps + k - omega)``
 (the mass of the subsets containing it); the omega - 1 (if it is) or omega (if not)
-other members are a uniform subset of the other k - 1 values, those with the smallest of
-k - 1 uniform keys (one ``partition`` per chunk of users, no per-user loop; the rare rows
-whose keys tie at the cut are drawn again, so every report holds exactly omega values).
+other members are a uniform subset of the other k - 1 values. It is drawn without k draws
+per user: independent bits at a dyadic rate near q, 64 per random word (given its size, such
+a set is uniform among the sets of that size), then resized to omega - 1 or omega by
+uniformly random removals or additions, each of which keeps it uniform given its size (about
+sqrt(k) of them per user; vectorized over users, no per-user loop).
 
 Report encoding: S as its indicator bit vector, packed like the unary encodings'
 reports: bit j is bit ``j mod 62`` of int64 word ``j // 62`` (``ceil(k / 62)`` words;
@@ -41,6 +43,7 @@ from ldpsim import (
     Param,
     ParameterError,
     Privacy,
+    bernoulli_words,
     constant_plus_bits,
     count_estimate_variance,
     hookimpl,
@@ -52,6 +55,21 @@ if TYPE_CHECKING:  # scipy is imported where an operator is built: `ldpsim list`
 
 #: largest k for which the (k, 2^k) matrix is formed
 MAX_MATRIX_BITS = 12
+#: binary digits of the rate of the independent bits the sampler draws before resizing the subset: few
+#: digits, few random words per word (q ~ 0.27 at k = 1024, eps = 1 becomes 1/4: two words)
+RATE_DIGITS = 4
+#: the word with only bit j set, for j < 64
+_BIT = np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64))
+#: users per chunk of the sampler: their reports (k / 8 bytes each) stay in cache while they are resized
+SAMPLE_CHUNK = 1 << 14
+
+
+def _popcount(words: np.ndarray) -> np.ndarray:
+    """Set bits per row of (n, w) uint64 words (numpy >= 2's ``bitwise_count``, else a byte table)."""
+    count = getattr(np, "bitwise_count", None)
+    if count is None:
+        return set_bit_counts(words.view(np.int64))
+    return count(words).sum(axis=1, dtype=np.int64)
 
 
 def _log_binom(n: int, m: int) -> float:
@@ -142,38 +160,71 @@ class SubsetSelection(BitVectorMechanism):
 
     # ------------------------------------------------------------- contract
     def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        k = self.domain.size
-        out = np.empty((values.shape[0], self.report_width), dtype=np.int64)
-        step = self.chunk_rows()
-        for start in range(0, values.shape[0], step):
-            x = values[start : start + step]
-            inside = rng.random(x.shape[0]) < self.p
-            bits = np.zeros((x.shape[0], k), dtype=bool)
-            todo = np.arange(x.shape[0])
-            while todo.size:  # rows whose keys tie at the cut are drawn again (about k 2^-24 of them)
-                picked, ok = self._others(x[todo], self.size - inside[todo], rng)
-                bits[todo[ok]] = picked[ok]
-                todo = todo[~ok]
-            bits[np.arange(x.shape[0]), x] = inside
-            out[start : start + x.shape[0]] = self.pack_bits(bits)
+        k, w, n = self.domain.size, self.report_width, values.shape[0]
+        out = np.empty((n, w), dtype=np.int64)
+        mask = np.full(w, (1 << WORD_BITS) - 1, dtype=np.uint64)  # the words' vector bits
+        mask[-1] = (1 << (k - WORD_BITS * (w - 1))) - 1
+        for start in range(0, n, SAMPLE_CHUNK):  # chunks whose words stay in cache while they are resized
+            stop = min(n, start + SAMPLE_CHUNK)
+            self._sample_into(out[start:stop].view(np.uint64), values[start:stop], mask, rng)
         return out
 
-    def _others(self, x: np.ndarray, others: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """(bits, ok): row i marks the ``others[i]`` values other than x[i] with the smallest uniform keys.
+    def _sample_into(self, words: np.ndarray, values: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> None:
+        """Reports of ``values`` drawn into ``words``, (m, w) uint64.
 
-        ``ok`` is False where keys tie at the cut (the set would not have ``others[i]`` values); the
-        event is symmetric in the values, so redrawing those rows keeps the subsets uniform.
+        1. Every bit 1 w.p. ``_rate``, independently, 64 per random word. Given its size, the set of
+           the others is then a uniform subset of that size, whatever the rate.
+        2. x in S w.p. p, so S needs omega - 1 or omega of the k - 1 others.
+        3. The set resized by removing uniformly random members or adding uniformly random non-members
+           one at a time (a value drawn uniformly until it is of the right kind, x never): each step
+           keeps the set uniform given its size, so it ends uniform of the right size.
+        About sqrt(k q (1 - q)) steps per user, a few draws each: O(sqrt(k)) per user beyond the k / 64
+        random words, vectorized over users (one change per user and round).
         """
-        m, w = x.shape[0], self.size
-        rows = np.arange(m)
-        keys = rng.random((m, self.domain.size), dtype=np.float32)  # float32: half the cost of a partition
-        keys[rows, x] = 2.0  # above every other key: x is never among the omega smallest
-        ordered = np.partition(keys, w - 1, axis=1)  # one kth: a list of two costs four times as much
-        # the others-th smallest key: the w-th, or the largest of the w - 1 before it
-        below = ordered[:, : w - 1].max(axis=1) if w > 1 else np.full(m, -1.0, dtype=np.float32)
-        threshold = np.where(others == w, ordered[:, w - 1], below)
-        bits = keys <= threshold[:, None]
-        return bits, bits.sum(axis=1) == others
+        k, w, m = self.domain.size, self.report_width, values.shape[0]
+        flat = words.reshape(-1)
+        bernoulli_words(self._rate, flat.size, rng, out=flat)
+        words &= mask
+        own = np.arange(m) * w + values // WORD_BITS  # flat index of the word of x, and its bit
+        own_bit = _BIT[values % WORD_BITS]
+        flat[own] &= ~own_bit
+        inside = np.less(rng.random(m), self.p)
+        need = _popcount(words) - (self.size - inside)  # > 0: members to remove, < 0: to add
+        # Users who add get their words inverted, x's bit included, so that for everyone a drawn
+        # value is of the right kind iff its bit is set (x never is), and the change clears it.
+        adding = np.flatnonzero(need < 0)
+        rows = words[adding]
+        np.invert(rows, out=rows)
+        rows &= mask
+        words[adding] = rows
+        flat[own[adding]] &= ~own_bit[adding]
+        active = np.flatnonzero(need)
+        base, left = active * w, np.abs(need[active])
+        word_of, bit_of = np.arange(k) // WORD_BITS, _BIT[np.arange(k) % WORD_BITS]
+        while active.size:
+            v = rng.integers(0, k, size=active.size)
+            at = base + word_of[v]
+            bit = bit_of[v]
+            current = flat[at]
+            hit = (current & bit) != 0
+            bit *= hit
+            flat[at] = current ^ bit  # one position per user and round: no two writes collide
+            left -= hit
+            going = left != 0
+            if not going.all():
+                active, base, left = active[going], base[going], left[going]
+        rows = words[adding]
+        np.invert(rows, out=rows)
+        rows &= mask
+        words[adding] = rows
+        flat[own] = (flat[own] & ~own_bit) | (inside.astype(np.uint64) * own_bit)
+
+    @property
+    def _rate(self) -> float:
+        """The rate of the independent bits before resizing: q to RATE_DIGITS binary digits, so that a bit
+        costs at most that many random bits and the resizing moves few members (any rate is exact)."""
+        scale = 1 << RATE_DIGITS
+        return min(max(round(self.q * scale), 1), scale - 1) / scale
 
     def _log_likelihood(self, reports: np.ndarray) -> np.ndarray:
         reports = self.checked_bits(reports)
