@@ -257,6 +257,7 @@ def test_the_sampled_hessian_is_the_exact_one_when_it_holds_every_row(rng):
     lik = Likelihood(Observations.from_reports(domain, [(mech, mech.sample(rng.integers(0, 10, 120), rng))]))
     sample = newton.sampled_rows(lik, always=True)
     assert sample is not None and sample.index.size == lik.H.shape[0]  # fewer rows than 16 per value
+    assert newton._for_passes(lik, None) is lik  # packed bits pass faster as they are: never materialized
     dense = newton._exact_dense(lik)
     np.testing.assert_allclose(sample.rows, dense, rtol=1e-7)
     theta = rng.dirichlet(np.ones(10))

@@ -468,12 +468,14 @@ def _exact_dense(likelihood: Likelihood) -> np.ndarray | None:
 def _for_passes(likelihood: Likelihood, dense: np.ndarray | None) -> Likelihood:
     """``likelihood`` itself, or a shallow copy over its dense matrix where a dense pass is the cheaper one.
 
-    Below :data:`DENSE_PASS_MAX_SIZE` values a structured operator's pass (an FFT convolution and its
-    accuracy guard) costs more than a dense product; its exact rows are materialized once (cached with
-    ``likelihood``) when they fit. Same probabilities, so the same MLE, certified the same way.
+    Below :data:`DENSE_PASS_MAX_SIZE` values an operator that says so (``dense_passes_faster``: an FFT
+    convolution and its accuracy guard) costs more per pass than a dense product; its exact rows are
+    materialized once (cached with ``likelihood``) when they fit. Same probabilities, so the same MLE,
+    certified the same way.
     """
     small = likelihood.size <= DENSE_PASS_MAX_SIZE and likelihood.H.shape[0] * likelihood.size <= DENSE_MAX_ENTRIES
-    if dense is None and small and not isinstance(likelihood.H, np.ndarray):
+    # only where a dense pass is the cheaper one (a convolution's FFT and guard; packed bits are cheaper as they are)
+    if dense is None and small and getattr(likelihood.H, "dense_passes_faster", False):
         dense = _exact_dense(likelihood)
     if dense is None or dense is likelihood.H:
         return likelihood
