@@ -230,6 +230,7 @@ class ThresholdedHistogramEncoding(UnaryEncoding):
     name = "the"
     tight_privacy = False
     threshold = Param("float", None, gt=0, lt=1, doc="theta, the threshold (default: the variance-optimal one)")
+
     def _validate(self) -> None:
         super()._validate()
         self.theta = self.threshold if self.threshold is not None else the_threshold(self.eps)
