@@ -1,4 +1,4 @@
-"""Unary encodings at scale: the byte-draw sampler's law, the packed-bits likelihood operator, the MLE's certificate.
+"""Unary encodings at scale: the samplers' laws, the packed-bits likelihood operator, the MLE's certificate.
 
 The operator is compared with the brute-force product likelihood (each bit's probability
 multiplied out, reports decoded by hand); the sampler with its exact law by seeded chi-square
@@ -114,12 +114,16 @@ def test_mle_on_the_packed_operator_holds_its_kkt_certificate():
     result = gibu(lik, np.full(k, 1 / k), stop="kkt", tol=1e-6, accelerate="squarem")
     assert result.converged
     # the certificate recomputed from the dense brute-force likelihood: the gradient of the mean
-    # log-likelihood is <= 1 everywhere (to the tolerance) and = 1 where theta > 0
+    # log-likelihood is <= 1 everywhere (to the tolerance) and = 1 where theta > 0, in the sense the
+    # certificate implies: sum_x theta_x grad_x = 1, so sum_x theta_x (1 - grad_x)_+ equals
+    # sum_x theta_x (grad_x - 1)_+ <= max grad - 1 (complementary slackness to the tolerance)
     groups = obs.groups[0]
     dense = np.exp(mech.log_likelihood(groups.reports))
     grad = (groups.counts / (dense @ result.theta)) @ dense / groups.counts.sum()
     assert grad.max() <= 1 + 1e-5
-    assert np.all(np.abs(grad[result.theta > 1e-3] - 1) < 1e-5)
+    assert result.theta @ grad == pytest.approx(1.0, abs=1e-12)
+    assert float(result.theta @ np.maximum(1 - grad, 0)) <= max(grad.max() - 1, 0) + 1e-12
+    assert np.all(np.abs(grad[result.theta > 1e-2] - 1) < 1e-4)
 
 
 @settings(max_examples=20, deadline=None)
@@ -154,7 +158,7 @@ def test_the_byte_sampler_meets_the_mechanism_contract():
         check_mechanism(make("mechanism", name, Integers(low=0, high=5), eps=1.0, sampler="bytes"))
 
 
-# ------------------------------------------------------------ the bit-sliced sampler ("words", THE's default)
+# ------------------------------------------------------------ the bit-sliced sampler ("words", the default)
 @pytest.mark.parametrize("q", [0.3669888157901474, 1 / 3, 0.9, 2.0**-30 + 2.0**-60, 0.5, 0.25, 13 / 16, 77 / 256])
 @pytest.mark.parametrize("generator", ["PCG64", "MT19937"])
 def test_bernoulli_words_bits_are_independent_bernoulli(q, generator):
@@ -193,9 +197,10 @@ def test_bernoulli_words_at_the_ends_and_into_a_given_array():
     assert bernoulli_words(0.25, 7, rng, out=out) is out
 
 
-def test_the_default_sampler_follows_the_whole_report_law_on_a_small_domain():
-    # THE samples 64 bits per random word by default; k = 5: 32 reports with their exact probabilities
-    mech = make("mechanism", "the", Integers(low=0, high=4), eps=1.3)
+@pytest.mark.parametrize("name", ["the", "oue", "rappor"])
+def test_the_default_sampler_follows_the_whole_report_law_on_a_small_domain(name):
+    # the unary encodings sample 64 bits per random word by default; k = 5: 32 reports with their exact probabilities
+    mech = make("mechanism", name, Integers(low=0, high=4), eps=1.3)
     assert mech.sampler == "words"
     rng = np.random.default_rng(2025)
     n = 40_000
@@ -241,3 +246,51 @@ def test_the_words_sampler_meets_the_mechanism_contract():
 
     for name in ("oue", "rappor", "the"):
         check_mechanism(make("mechanism", name, Integers(low=0, high=70), eps=1.0, sampler="words"))
+
+
+@pytest.mark.parametrize("name", ["oue", "rappor"])
+def test_the_default_reports_of_oue_and_rappor_follow_their_per_bit_law(name):
+    """The default reports (``sampler = "words"``) at k = 130, eps = 0.7, 6 values spread over the three words.
+
+    For the users of each value x, bit x is set Binomial(n_x, p) times: a two-sided binomial z test
+    per value at |z| < 4.42 (false-alarm rate 1e-5 each, 6e-5 for the six). Every other bit j is set
+    Binomial(n - n_j, q) times: one chi-square over the k positions at a false-alarm rate of 1e-3.
+    """
+    from scipy.stats import chi2
+
+    k, eps, n = 130, 0.7, 36_000
+    mech = make("mechanism", name, Integers(low=0, high=k - 1), eps=eps)
+    assert mech.sampler == "words"
+    rng = np.random.default_rng(11)
+    held_values = np.array([0, 5, 61, 62, 123, 129])
+    values = held_values.repeat(n // held_values.size)
+    bits = decode(mech.sample(values, rng), k).astype(bool)
+    p, q = mech.p, mech.q
+    own = bits[np.arange(n), values]
+    for x in held_values:
+        n_x = int((values == x).sum())
+        z = (own[values == x].sum() - n_x * p) / math.sqrt(n_x * p * (1 - p))
+        assert abs(z) < 4.42, (x, z)
+    held = np.bincount(values, minlength=k)
+    others = bits.sum(axis=0) - np.bincount(values[own], minlength=k)
+    trials = n - held
+    stat = float(np.sum((others - trials * q) ** 2 / (trials * q * (1 - q))))
+    assert chi2.sf(stat, k) > ALPHA
+
+
+def test_the_default_samplers_meet_the_mechanism_contract():
+    from ldpsim.testing import check_mechanism
+
+    for name in ("oue", "rappor", "adp"):
+        mech = make("mechanism", name, Integers(low=0, high=40), eps=1.0)
+        check_mechanism(mech)
+    assert make("mechanism", "adp", Integers(low=0, high=40), eps=1.0).chosen == "oue"
+
+
+def test_uniforms_gives_the_reports_of_earlier_versions_back():
+    # seed 0, one user per value 0..4: the reports the default sampler gave before "words" became it
+    mech = make("mechanism", "oue", Integers(low=0, high=4), eps=1.0, sampler="uniforms")
+    reports = mech.sample(np.arange(5), np.random.default_rng(0))[:, 0]
+    u = np.random.default_rng(0).random((5, 5))
+    expected = np.where(np.eye(5, dtype=bool), u < mech.p, u < mech.q) @ (1 << np.arange(5))
+    np.testing.assert_array_equal(reports, expected)
