@@ -46,14 +46,19 @@ def test_report_counts_follow_the_per_user_law(path, monkeypatch):
     counts = np.array([3, 2, 1])
     if path == "users":  # force the per-user sampler
         monkeypatch.setattr(sim, "count_matrix", lambda mech: None)
-    rng = np.random.default_rng(7)
+    assert _chi_square_p(_cohort_outcomes(mech, counts, seed=7), _exact_law(M, [0, 0, 0, 1, 1, 2])) > 1e-4
+
+
+def _cohort_outcomes(mech, counts, seed, draws=4000):
+    """The per-output report counts of ``draws`` simulations of a one-report cohort, as tuples."""
+    rng = np.random.default_rng(seed)
     samples = []
-    for _ in range(4000):
+    for _ in range(draws):
         reports, n = sim.sample_cohort((mech,), counts, [rng])
-        full = np.zeros(3, dtype=np.int64)
+        full = np.zeros(mech.domain.size, dtype=np.int64)
         full[reports[:, 0]] = n
         samples.append(tuple(full))
-    assert _chi_square_p(samples, _exact_law(M, [0, 0, 0, 1, 1, 2])) > 1e-4
+    return samples
 
 
 @pytest.mark.parametrize("eps", [0.4, 2.5])
@@ -65,14 +70,7 @@ def test_krr_count_sampler_follows_the_per_user_law(eps):
     assert mech.capabilities.sample_counts
     counts = np.array([3, 2, 1])
     assert sim.counted((mech,), int(counts.sum()))
-    rng = np.random.default_rng(11)
-    samples = []
-    for _ in range(4000):
-        reports, n = sim.sample_cohort((mech,), counts, [rng])
-        full = np.zeros(3, dtype=np.int64)
-        full[reports[:, 0]] = n
-        samples.append(tuple(full))
-    assert _chi_square_p(samples, _exact_law(mech.matrix, [0, 0, 0, 1, 1, 2])) > 1e-4
+    assert _chi_square_p(_cohort_outcomes(mech, counts, seed=11), _exact_law(mech.matrix, [0, 0, 0, 1, 1, 2])) > 1e-4
 
 
 def test_krr_count_sampler_at_scale_follows_the_matrix():

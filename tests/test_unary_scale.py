@@ -76,6 +76,17 @@ def test_sampler_follows_the_whole_report_law_on_a_small_domain():
     assert chisquare(observed, expected).pvalue > ALPHA
 
 
+def _decoded_with_set_bit_law(mech, reports, k):
+    """The reports' bits (checked: valid words, nothing beyond bit k - 1), p, q, and the law of the number of
+    set bits per report: Bernoulli(p) + Binomial(k - 1, q)."""
+    assert np.all(reports >= 0) and np.all(reports < 1 << WORD_BITS)
+    assert np.all(reports[:, -1] >> (k - 2 * WORD_BITS) == 0)  # nothing beyond bit k - 1
+    bits = decode(reports, k)
+    p, q = mech.p, mech.q
+    support = np.arange(k + 1)
+    return bits, p, q, (1 - p) * binom.pmf(support, k - 1, q) + p * binom.pmf(support - 1, k - 1, q)
+
+
 def test_sampler_set_bit_count_and_positions_follow_their_laws_across_words():
     # k = 130 spans three words (padding bits in each): the number of set bits is
     # Bernoulli(p) + Binomial(k - 1, q); each other position is set with probability q
@@ -83,13 +94,8 @@ def test_sampler_set_bit_count_and_positions_follow_their_laws_across_words():
     mech = make("mechanism", "oue", Integers(low=0, high=k - 1), eps=eps, sampler="bytes")
     rng = np.random.default_rng(7)
     reports = mech.sample(np.full(n, x), rng)
-    assert np.all(reports >= 0) and np.all(reports < 1 << WORD_BITS)
-    assert np.all(reports[:, -1] >> (k - 2 * WORD_BITS) == 0)  # nothing beyond bit k - 1
-    bits = decode(reports, k)
-    p, q = mech.p, mech.q
+    bits, p, q, law = _decoded_with_set_bit_law(mech, reports, k)
     ones = bits.sum(axis=1)
-    support = np.arange(k + 1)
-    law = (1 - p) * binom.pmf(support, k - 1, q) + p * binom.pmf(support - 1, k - 1, q)
     keep = law * n >= 5  # pool the tails so every cell expects at least 5
     observed = np.append(np.bincount(ones, minlength=k + 1)[keep], (~keep[ones]).sum())
     expected = n * np.append(law[keep], law[~keep].sum())
@@ -219,13 +225,8 @@ def test_the_words_sampler_set_bit_count_and_positions_follow_their_laws_across_
     rng = np.random.default_rng(8)
     values = np.array([0, 61, 62, 70, 124, 129]).repeat(n // 6)
     reports = mech.sample(values, rng)
-    assert np.all(reports >= 0) and np.all(reports < 1 << WORD_BITS)
-    assert np.all(reports[:, -1] >> (k - 2 * WORD_BITS) == 0)  # nothing beyond bit k - 1
-    bits = decode(reports, k)
-    p, q = mech.p, mech.q
+    bits, p, q, law = _decoded_with_set_bit_law(mech, reports, k)
     ones = bits.sum(axis=1)
-    support = np.arange(k + 1)
-    law = (1 - p) * binom.pmf(support, k - 1, q) + p * binom.pmf(support - 1, k - 1, q)
     keep = law * n >= 5
     observed = np.append(np.bincount(ones, minlength=k + 1)[keep], (~keep[ones]).sum())
     expected = n * np.append(law[keep], law[~keep].sum())
