@@ -130,8 +130,8 @@ def sampled_rows(likelihood: Likelihood, *, always: bool = False) -> RowSample |
     would cost more than :data:`SAMPLED_MAX_FLOPS`.
 
     Where the float64 Hessian is out of reach (a million distinct reports of OUE, subset selection or
-    local hashing at k = 1000: D |X|^2 = 10^12), one formed from tens of thousands of rows has a relative
-    error of about sqrt(|X| / m) and costs a fraction of a pass per Newton iteration; the steps it gives
+    local hashing at k = 1000: ``D |X|^2 = 10^12``), one formed from tens of thousands of rows has a relative
+    error of about ``sqrt(|X| / m)`` and costs a fraction of a pass per Newton iteration; the steps it gives
     are checked by the exact line search and certificate, so it changes how fast the solver converges,
     never what it converges to. With every row (a 32 x 32 grid's 1024 reports) it is the exact Hessian
     to single precision, at a quarter of the float64 one's cost.

@@ -229,7 +229,7 @@ def with_exact_rows(operator: LinearOperator, rows: Callable[[np.ndarray], np.nd
     A structured likelihood that can read a few of its rows cheaply (from packed bits, a sparse
     pattern, a kernel) should offer them: the exact-MLE solver forms its Newton Hessian from a
     deterministic sample of rows (:func:`ldpsim.estimation.newton.sampled_rows`) where the whole
-    Hessian would cost D |X|^2, and materializes small likelihoods without products with identity
+    Hessian would cost ``D |X|^2``, and materializes small likelihoods without products with identity
     columns. Without it the solver falls back to SQUAREM on such problems.
 
     Parameters
