@@ -63,8 +63,9 @@ SAMPLED_WARM_PASSES = 3
 MAX_NEWTON_ITER = 100
 #: initial complementarity per component (relative to 1 / |X|)
 Z0 = 1e-4
-#: once certified, Newton steps go on towards tol * SHARPEN, at most SHARPEN_STEPS of them
-SHARPEN, SHARPEN_STEPS = 1e-3, 3
+#: once certified, Newton steps go on towards tol * SHARPEN, at most SHARPEN_STEPS of them (one with a sampled
+#: Hessian, whose steps each cost a pass over millions of reports and gain less)
+SHARPEN, SHARPEN_STEPS, SAMPLED_SHARPEN_STEPS = 1e-3, 3, 1
 #: halvings of a step before the iterations are declared stalled
 MAX_BACKTRACKS = 40
 #: weight of the uniform distribution mixed into the warm start
@@ -488,7 +489,8 @@ def _for_passes(likelihood: Likelihood, dense: np.ndarray | None) -> Likelihood:
 def _interior_point(solver: _Solver, theta0: np.ndarray, tol: float, history: list[float]) -> _Point:
     """Mehrotra predictor-corrector iterations from theta0 (full support).
 
-    Once certified to ``tol`` the iterations go on (at most :data:`SHARPEN_STEPS` more, while L rises)
+    Once certified to ``tol`` the iterations go on (at most :data:`SHARPEN_STEPS` more, or
+    :data:`SAMPLED_SHARPEN_STEPS` with a sampled Hessian, while L rises)
     towards ``tol * SHARPEN``: Newton's last steps are cheap and make the estimate at least as likely
     as any EM iterate certified to ``tol``. Returns the certified point with the highest L, its zeros
     made exact by :func:`_polish` if that keeps the certificate, or if none is certified (the
@@ -503,9 +505,10 @@ def _interior_point(solver: _Solver, theta0: np.ndarray, tol: float, history: li
     # multipliers of x >= 0: the gradient where it is positive (values the MLE will likely drop), else small
     z = np.maximum(1.0 - pt.x.sum() * pt.grad, 0.0) + Z0 / (m * pt.x)
     best, best_z, sharpening = pt, z, 0
+    sharpen_steps = SHARPEN_STEPS if solver.sample is None else SAMPLED_SHARPEN_STEPS
     for _ in range(MAX_NEWTON_ITER):
         if pt.kkt < tol:
-            if pt.kkt < tol * SHARPEN or sharpening >= SHARPEN_STEPS:
+            if pt.kkt < tol * SHARPEN or sharpening >= sharpen_steps:
                 break
             sharpening += 1
         x = pt.x
