@@ -14,23 +14,13 @@ behaviour. multi-freq-ldpy's `UE_Aggregator_MI` inverts the same OUE reports (un
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from timing import best  # benchmarks/timing.py: scripts run from benchmarks/
 
 import ldpsim
 from ldpsim import Integers, Observations
-
-
-def best(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    times, out = [], None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t)
-    return min(times), out
 
 
 def main() -> None:

@@ -14,21 +14,12 @@ from __future__ import annotations
 import argparse
 import math
 import platform
-import time
 
 import numpy as np
+from timing import best  # benchmarks/timing.py: scripts run from benchmarks/
 
 import ldpsim
 from ldpsim import Integers, Observations, rank_one_plus_sparse
-
-
-def best(fn, repeat):
-    times, result = [], None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    return min(times), result
 
 
 def old_operator(mech, reports):

@@ -1,0 +1,17 @@
+"""What the benchmark scripts share: the best of several timed calls."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def best(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+    """(the shortest wall time of ``repeat`` calls of ``fn``, the last call's result)."""
+    times, result = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return min(times), result
