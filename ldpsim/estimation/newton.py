@@ -168,7 +168,8 @@ class _Point:
 class _Solver:
     """One likelihood's products: H x, H^T v, and Newton systems (B + diag) dx = rhs, B the Hessian of f.
 
-    With ``dense`` (D, |X|) the Hessian is formed and factorized; without, its systems are solved by
+    With ``dense`` (D, |X|) the Hessian is formed and factorized, and with a ``sample``
+    (:class:`RowSample`) it is formed from those rows alone; without either, its systems are solved by
     conjugate gradients through Hessian-vector products B v = H^T (w / p^2 * (H v)), two applications
     of the structured operator, preconditioned by diag((B x + z) / x): since B has nonnegative entries,
     diag(B x / x) bounds B from above (the majorizer behind EM's update), so the first CG step is an
@@ -219,10 +220,12 @@ class _Solver:
             if self.sample is None:
                 self.passes += 1  # forming the Hessian reads H once
                 a = self.H * (self.sqrt_w / pt.p)[:, None]
+                hess = a.T @ a
             else:  # a sample's Hessian reads its rows only, in single precision: an estimate to ~sqrt(|X| / m) anyway
                 scale = np.sqrt(self.sample.weight) / pt.p[self.sample.index]
-                a = self.sample.rows * (scale / scale.max()).astype(np.float32)[:, None]
-            hess = a.T @ a if self.sample is None else (a.T @ a).astype(float) * scale.max() ** 2
+                top = scale.max()
+                a32 = self.sample.rows * (scale / top).astype(np.float32)[:, None]
+                hess = (a32.T @ a32).astype(float) * top**2
             if free is not None:
                 hess = hess[np.ix_(free, free)]
             return _factor(hess + np.diag(diag))
@@ -398,7 +401,6 @@ def newton_mle(
                 field="hessian",
                 hint="use hessian='auto'; a structured operator offers rows through ldpsim.with_exact_rows",
             )
-        dense = None
     passes = _for_passes(likelihood, dense)
     if warm_passes is None:
         warm_passes = WARM_PASSES if sample is None else SAMPLED_WARM_PASSES
