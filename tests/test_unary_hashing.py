@@ -14,7 +14,7 @@ import pytest
 from helpers import decode_bits as decode
 from helpers import encode_bits as encode
 from helpers import make
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ldpsim import (
@@ -229,6 +229,21 @@ def test_olh_hash_is_exact_in_int64_at_the_extremes():
     for g in (2, 4, 1000, PRIME - 1):
         expected = [((int(ai) * int(xi) + int(bi)) % PRIME) % g for ai, bi, xi in zip(a, b, x)]
         assert universal_hash(a, b, x, g).tolist() == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    a=st.integers(1, PRIME - 1),
+    b=st.integers(0, PRIME - 1),
+    x=st.integers(0, PRIME - 1),
+    g=st.one_of(st.integers(2, PRIME - 1), st.sampled_from([2, 4, 8, 1 << 20, 1 << 30])),  # powers of two: a mask
+)
+def test_olh_hash_without_division_equals_the_definition(a, b, x, g):
+    # the Mersenne reduction, the division by multiplication and the mask against Python's exact integers
+    from ldpsim_plugins.mechanisms.local_hashing import universal_hash
+
+    got = universal_hash(np.array([a, a]), np.array([b, 0]), np.array([x, x]), g)
+    assert got.tolist() == [((a * x + b) % PRIME) % g, ((a * x) % PRIME) % g]
 
 
 def test_olh_reports_grr_on_a_uniform_universal_hash(rng):

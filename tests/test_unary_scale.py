@@ -40,6 +40,34 @@ def test_packed_bits_operator_equals_the_dense_matrix(k, rows, r, seed):
     theta, w = rng.random(k), rng.random(rows)
     np.testing.assert_allclose(op @ theta, dense @ theta, rtol=1e-12)
     np.testing.assert_allclose(op.T @ w, dense.T @ w, rtol=1e-12)
+    np.testing.assert_array_equal(op.rows(np.arange(rows)), dense)
+
+
+@settings(max_examples=30, deadline=None)
+@given(k=st.integers(1, 300), rows=st.integers(1, 20), seed=st.integers(0, 2**32 - 1))
+def test_packed_bits_operator_reads_every_bit_of_full_words(k, rows, seed):
+    # 64 bits per word (local hashing's layout): every byte holds bits, an odd count of them is paired
+    # with a byte beyond the domain, whose bits (set here at random) must be ignored
+    rng = np.random.default_rng(seed)
+    words = rng.integers(np.iinfo(np.int64).min, np.iinfo(np.int64).max, (rows, -(-k // 64) + 1), endpoint=True)
+    bits = np.unpackbits(words.view(np.uint8), axis=1, bitorder="little")[:, :k].astype(bool)
+    op = constant_plus_bits(words, k, 0.25, word_bits=64)
+    dense = np.where(bits, 1.0, 0.25)
+    theta, w = rng.random(k), rng.random(rows)
+    np.testing.assert_allclose(op @ theta, dense @ theta, rtol=1e-12)
+    np.testing.assert_allclose(op.T @ w, dense.T @ w, rtol=1e-12)
+
+
+def test_packed_bits_operator_across_its_blocks_of_reports():
+    from ldpsim.estimation.operators import _PACK_ROWS
+
+    rng = np.random.default_rng(3)
+    bits = rng.random((_PACK_ROWS + 7, 70)) < 0.4  # the last block holds 7 reports
+    op = constant_plus_bits(encode(bits), 70, 0.5)
+    dense = np.where(bits, 1.0, 0.5)
+    theta, w = rng.random(70), rng.random(bits.shape[0])
+    np.testing.assert_allclose(op @ theta, dense @ theta, rtol=1e-12)
+    np.testing.assert_allclose(op.T @ w, dense.T @ w, rtol=1e-12)
 
 
 @settings(max_examples=25, deadline=None)
@@ -295,3 +323,20 @@ def test_uniforms_gives_the_reports_of_earlier_versions_back():
     u = np.random.default_rng(0).random((5, 5))
     expected = np.where(np.eye(5, dtype=bool), u < mech.p, u < mech.q) @ (1 << np.arange(5))
     np.testing.assert_array_equal(reports, expected)
+
+
+def test_a_likelihood_over_positive_entries_makes_no_pass_to_find_impossible_reports(monkeypatch):
+    from scipy.sparse.linalg import LinearOperator
+
+    mech = make("mechanism", "oue", Integers(low=0, high=49), eps=1.0)
+    rng = np.random.default_rng(5)
+    obs = Observations.from_reports(mech.domain, [(mech, mech.sample(rng.integers(0, 50, 300), rng))])
+    _, op = mech.likelihood_operator(obs.groups[0].reports)
+    assert op.min_entry == pytest.approx(mech.q * (1 - mech.p) / (mech.p * (1 - mech.q)))
+    products = []
+    original = LinearOperator.matvec
+    monkeypatch.setattr(LinearOperator, "matvec", lambda self, x: products.append(1) or original(self, x))
+    likelihood = Likelihood(obs)
+    assert products == []  # every entry is at least r > 0: no H @ 1
+    likelihood.loglik(np.full(50, 0.02))
+    assert products == [1]  # the counter counts

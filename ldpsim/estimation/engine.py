@@ -86,7 +86,9 @@ class Likelihood:
         else:  # one block with exact rows (a convolution) stays itself: dense_likelihood reads them
             exact = len(blocks) == 1 and callable(getattr(blocks[0], "rows", None))
             self.H = blocks[0] if exact else _stack(blocks)
-            row_max = self.H @ np.ones(self.H.shape[1])
+            # an operator whose entries are all positive (see operators.at_least) has no impossible report
+            positive = getattr(self.H, "min_entry", 0.0) > 0
+            row_max = np.ones(self.H.shape[0]) if positive else self.H @ np.ones(self.H.shape[1])
         impossible = np.flatnonzero(~np.isfinite(shift) | ~(row_max > 0))
         if impossible.size:
             raise _impossible_report(groups, int(impossible[0]), restricted=support is not None)

@@ -46,13 +46,32 @@ if TYPE_CHECKING:  # scipy.sparse is imported where an operator is built: `ldpsi
 PRIME = (1 << 31) - 1
 #: log P(a, b): a uniform in 1..P-1, b uniform in 0..P-1
 LOG_HASH_PROB = -math.log(PRIME - 1) - math.log(PRIME)
-#: elements per (chunk of reports x |X|) temporary: 32 MB of int64
-CHUNK_ELEMENTS = 1 << 22
+#: elements per (chunk of reports x |X|) temporary: 4 MB of int64, which stays in cache between the
+#: hash's steps (32 MB chunks ran at 7.9 ns per pair, 4 MB ones at 4.7, before the arithmetic below)
+CHUNK_ELEMENTS = 1 << 19
 
 
 def universal_hash(a: np.ndarray, b: np.ndarray, x: np.ndarray, g: int) -> np.ndarray:
-    """((a x + b) mod P) mod g, broadcast; int64-exact for x < P."""
-    return (a * x + b) % PRIME % g
+    """((a x + b) mod P) mod g, broadcast; int64-exact for x < P.
+
+    Hashing every (report, value) pair is most of building OLH's likelihood (10^9 pairs at k = 1024,
+    n = 10^6), so no step divides by a runtime value: ``v mod P`` for the Mersenne prime is
+    ``(v & P) + (v >> 31)`` less P at most once (v < P^2), and ``mod g`` is ``r - (r // g) g``, whose
+    division by a scalar numpy performs by multiplication, or the low bits when g is a power of two.
+    """
+    v = np.multiply(a, x, dtype=np.int64)
+    v += b
+    r = v >> 31
+    v &= PRIME
+    r += v  # congruent to a x + b modulo P, and below 2 P - 1 since a x + b <= P (P - 1)
+    np.subtract(r, PRIME, out=r, where=r >= PRIME)
+    if g & (g - 1) == 0:  # a power of two (OLH's g = 4 at eps = 1, BLH's 2): the low bits
+        r &= g - 1
+        return r
+    v = r // g
+    v *= g
+    r -= v
+    return r
 
 
 class LocalHashing(Mechanism):
