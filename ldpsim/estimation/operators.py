@@ -188,9 +188,11 @@ def constant_plus_bits(words: np.ndarray, size: int, r: float, word_bits: int = 
         used = np.concatenate([used, np.setdiff1d(np.arange(width * 8), used)[:1]])
     column = column[used]
     nbytes = used.size
+    # the used bytes are usually the words' first ones (all but those beyond the domain): a slice, no copy
+    pick = slice(0, nbytes) if np.array_equal(used, np.arange(nbytes)) else used
     halves = np.empty((nbytes // 2, rows), dtype=np.uint16)  # halfword positions as rows
     for lo in range(0, rows, _PACK_ROWS):  # by blocks of reports: row-wise reads, one transposed write
-        block = np.ascontiguousarray(raw[lo : lo + _PACK_ROWS, used])
+        block = raw[lo : lo + _PACK_ROWS, pick]
         halves[:, lo : lo + _PACK_ROWS] = block.view("<u2").T  # byte 2j low, byte 2j + 1 high
     pattern = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little").astype(float)
     hit, where = column >= 0, np.nonzero(column >= 0)
