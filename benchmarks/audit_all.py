@@ -41,6 +41,26 @@ CASES = {
     "piecewise": (TEN, {"eps": 1.0}),
     "hybrid": (TEN, {"eps": 1.0}),
     "square_wave": (TEN, {"eps": 1.0}),
+    # the frequency oracles of issue 11
+    "adp": (TEN, {"eps": 1.0}),
+    "the": (TEN, {"eps": 1.0}),
+    "she": (TEN, {"eps": 1.0}),
+    "blh": (TEN, {"eps": 1.0}),
+    "flh": (TEN, {"eps": 1.0}),
+    "subset_selection": (TEN, {"eps": 1.0}),
+    "hadamard": (TEN, {"eps": 1.0}),
+    "cms": (TEN, {"eps": 1.0}),
+    "hcms": (TEN, {"eps": 1.0}),
+    "dbitflip": (TEN, {"eps": 1.0}),
+    # longitudinal protocols: one round (a user's report), the permanent stage's eps_inf above eps_1
+    "l-grr": (TEN, {"eps_inf": 2.0, "eps_1": 1.0}),
+    "l-sue": (TEN, {"eps_inf": 2.0, "eps_1": 1.0}),
+    "l-oue": (TEN, {"eps_inf": 2.0, "eps_1": 1.0}),
+    "l-osue": (TEN, {"eps_inf": 2.0, "eps_1": 1.0}),
+    "l-soue": (TEN, {"eps_inf": 2.0, "eps_1": 1.0}),
+    "loloha": (TEN, {"eps_inf": 2.0, "eps_1": 1.0}),
+    "memoized": (TEN, {"eps_permanent": 2.0, "eps_instantaneous": 1.0}),
+    "rappor-deployed": (TEN, {}),
 }
 
 
