@@ -46,7 +46,8 @@ def main() -> None:
         phases, forward, backward, est = run(registry, name, domain, p / p.sum(), n)
         print(
             f"| {name} | {phases[0]:.2f} | {phases[1]:.2f} | {phases[2]:.2f} | {forward:.3f} + {backward:.3f} | "
-            f"{phases[3]:.2f} | {est.iterations} | {est.kkt:.1e} | {sum(phases):.2f} |",
+            f"{phases[3]:.2f} | {est.iterations} | {est.kkt:.1e} | {int(np.sum(est.distribution == 0))} |"
+            f" {sum(phases):.2f} |",
             flush=True,
         )
 

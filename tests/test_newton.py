@@ -257,6 +257,7 @@ def test_the_sampled_hessian_is_the_exact_one_when_it_holds_every_row(rng):
     lik = Likelihood(Observations.from_reports(domain, [(mech, mech.sample(rng.integers(0, 10, 120), rng))]))
     sample = newton.sampled_rows(lik, always=True)
     assert sample is not None and sample.index.size == lik.H.shape[0]  # fewer rows than 16 per value
+    assert sample.every_row  # so the polish takes its full steps, as with the float64 Hessian
     assert newton._for_passes(lik, None) is lik  # packed bits pass faster as they are: never materialized
     dense = newton._exact_dense(lik)
     np.testing.assert_allclose(sample.rows, dense, rtol=1e-7)
@@ -280,6 +281,7 @@ def test_a_sample_of_rows_estimates_the_hessian_and_saves_passes(rng, monkeypatc
     monkeypatch.setattr(newton, "DENSE_MAX_FLOPS", 0)
     sample = newton.sampled_rows(lik)
     assert sample is not None and sample.index.size <= newton.SAMPLE_ROWS_PER_VALUE * 64 < lik.H.shape[0]
+    assert not sample.every_row
     # systematic sampling proportional to the counts: the sample's Hessian is within ~sqrt(|X| / m) of the truth
     dense = newton._exact_dense(lik)
     theta = np.full(64, 1 / 64)

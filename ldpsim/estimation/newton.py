@@ -70,9 +70,9 @@ SHARPEN, SHARPEN_STEPS, SAMPLED_SHARPEN_STEPS = 1e-3, 3, 1
 MAX_BACKTRACKS = 40
 #: weight of the uniform distribution mixed into the warm start
 _MIX = 1e-10
-#: points evaluated on the face of the MLE's zeros (each after a Newton step but the first), or with a sampled
-#: Hessian (a pass over millions of reports and an inexact step each: the fourth gained 1e-9 in KKT at OUE's
-#: k = 1024, n = 10^6 for 0.7 s)
+#: points evaluated on the face of the MLE's zeros (each after a Newton step but the first), or with a Hessian
+#: from a sample of the rows (a pass over millions of reports and an inexact step each: the last two gained 1e-9
+#: in KKT at OUE's k = 1024, n = 10^6 for 0.7 s; the zeros were exact after the first step)
 POLISH_STEPS, SAMPLED_POLISH_STEPS = 4, 2
 #: conjugate-gradient iterations per Newton system when the Hessian is not formed
 CG_MAX_ITER = 50
@@ -123,6 +123,8 @@ class RowSample:
     index: np.ndarray
     weight: np.ndarray
     rows: np.ndarray
+    #: the sample is every row at its own weight: the Hessian is exact (to single precision)
+    every_row: bool = False
 
 
 def sampled_rows(likelihood: Likelihood, *, always: bool = False) -> RowSample | None:
@@ -147,7 +149,8 @@ def sampled_rows(likelihood: Likelihood, *, always: bool = False) -> RowSample |
         return None
     if m == rows:  # every row, at its own weight: the exact Hessian
         index = np.arange(rows)
-        return RowSample(index, likelihood.counts / likelihood.n, np.asarray(exact_rows(index), dtype=np.float32))
+        rows_read = np.asarray(exact_rows(index), dtype=np.float32)
+        return RowSample(index, likelihood.counts / likelihood.n, rows_read, every_row=True)
     cumulative = np.cumsum(likelihood.counts)
     positions = (np.arange(m) + 0.5) * (cumulative[-1] / m)
     picked = np.minimum(np.searchsorted(cumulative, positions, side="right"), rows - 1)
@@ -580,7 +583,7 @@ def _polish(solver: _Solver, pt: _Point, z: np.ndarray, tol: float, history: lis
         return None
     x = np.where(free, pt.x, 0.0)
     best = None
-    steps = POLISH_STEPS if solver.sample is None else SAMPLED_POLISH_STEPS
+    steps = POLISH_STEPS if solver.sample is None or solver.sample.every_row else SAMPLED_POLISH_STEPS
     for step in range(steps):
         cand = solver.point(x)
         if not math.isfinite(cand.f):
