@@ -58,6 +58,12 @@ def test_packed_bits_operator_reads_every_bit_of_full_words(k, rows, seed):
     np.testing.assert_allclose(op.T @ w, dense.T @ w, rtol=1e-12)
 
 
+def test_packed_bits_operator_without_reports():
+    op = constant_plus_bits(np.zeros((0, 2), dtype=np.int64), 100, 0.5)
+    assert (op @ np.ones(100)).shape == (0,)
+    np.testing.assert_array_equal(op.T @ np.ones(0), np.zeros(100))
+
+
 def test_packed_bits_operator_across_its_blocks_of_reports():
     from ldpsim.estimation.operators import _PACK_ROWS
 

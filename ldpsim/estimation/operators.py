@@ -178,7 +178,6 @@ def constant_plus_bits(words: np.ndarray, size: int, r: float, word_bits: int = 
     rows, width = words.shape
     raw = words.view(np.uint8).reshape(rows, width * 8)
     # column of bit t of byte j, or -1 where the byte's bit holds no vector bit
-    byte, bit = np.divmod(np.arange(width * 64), 8)
     word, in_word = np.divmod(np.arange(width * 64), 64)
     column = np.where(in_word < word_bits, word * word_bits + in_word, -1)
     column = np.where(column < size, column, -1).reshape(width * 8, 8)
@@ -203,7 +202,7 @@ def constant_plus_bits(words: np.ndarray, size: int, r: float, word_bits: int = 
         padded[where] = theta[column[hit]]
         table = padded @ pattern.T  # (bytes, 256): sum of theta over the set bits of each byte pattern
         out = np.zeros(rows)
-        block = min(rows, _LOOKUP_ROWS)
+        block = max(1, min(rows, _LOOKUP_ROWS))
         index, looked_up = np.empty(block, dtype=np.intp), np.empty(block)
         for lo in range(0, rows, block):  # a block of reports at a time: sums, index and lookups stay in cache
             part = out[lo : lo + block]
