@@ -27,7 +27,6 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
     from .estimation.newton import newton_mle
     from .estimation.observations import Observations, ReportGroup
     from .estimation.operators import (
-        at_least,
         box_convolution_likelihood,
         constant_plus_bits,
         constant_plus_column,
@@ -36,6 +35,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
         named_values_likelihood,
         rank_one_plus_sparse,
         with_exact_rows,
+        with_min_entry,
     )
     from .estimation.simplex import project_simplex
     from .estimation.unbiased import count_estimate_variance, plan_matrix, unbiased_estimate
@@ -109,7 +109,7 @@ _LAZY: dict[str, str] = {
     "constant_plus_bits": "estimation.operators",
     "rank_one_plus_sparse": "estimation.operators",
     "with_exact_rows": "estimation.operators",
-    "at_least": "estimation.operators",
+    "with_min_entry": "estimation.operators",
     "project_simplex": "estimation.simplex",
     "plan_matrix": "estimation.unbiased",
     "unbiased_estimate": "estimation.unbiased",
@@ -267,7 +267,7 @@ __all__ = [
     "constant_plus_bits",
     "rank_one_plus_sparse",
     "with_exact_rows",
-    "at_least",
+    "with_min_entry",
     "rr_parameters",
     "run_scenario",
     "unbiased_estimate",

@@ -86,7 +86,7 @@ class Likelihood:
         else:  # one block with exact rows (a convolution) stays itself: dense_likelihood reads them
             exact = len(blocks) == 1 and callable(getattr(blocks[0], "rows", None))
             self.H = blocks[0] if exact else _stack(blocks)
-            # an operator whose entries are all positive (see operators.at_least) has no impossible report
+            # an operator whose entries are all positive (see operators.with_min_entry) has no impossible report
             positive = getattr(self.H, "min_entry", 0.0) > 0
             row_max = np.ones(self.H.shape[0]) if positive else self.H @ np.ones(self.H.shape[1])
         impossible = np.flatnonzero(~np.isfinite(shift) | ~(row_max > 0))

@@ -65,7 +65,9 @@ def constant_plus_column(columns: np.ndarray, size: int, r: float) -> LinearOper
     def matmat(m: np.ndarray) -> np.ndarray:
         return r * m.sum(axis=0, keepdims=True) + one_minus_r * m[columns]
 
-    return at_least(LinearOperator((columns.size, size), matvec=matvec, rmatvec=rmatvec, matmat=matmat, dtype=float), r)
+    return with_min_entry(
+        LinearOperator((columns.size, size), matvec=matvec, rmatvec=rmatvec, matmat=matmat, dtype=float), r
+    )
 
 
 def named_values_likelihood(
@@ -137,7 +139,7 @@ def rank_one_plus_sparse(support, r: float) -> LinearOperator:  # noqa: ANN001  
     def rmatmat(m: np.ndarray) -> np.ndarray:
         return r * m.sum(axis=0, keepdims=True) + one_minus_r * (support_t @ m)
 
-    operator = at_least(
+    operator = with_min_entry(
         LinearOperator(support.shape, matvec=matvec, rmatvec=rmatvec, matmat=matmat, rmatmat=rmatmat, dtype=float),
         r,
     )
@@ -241,7 +243,7 @@ def constant_plus_bits(words: np.ndarray, size: int, r: float, word_bits: int = 
         return r + one_minus_r * bits
 
     operator = LinearOperator((rows, size), matvec=matvec, rmatvec=rmatvec, dtype=float)
-    return with_exact_rows(at_least(operator, r), exact_rows)
+    return with_exact_rows(with_min_entry(operator, r), exact_rows)
 
 
 def with_exact_rows(operator: LinearOperator, rows: Callable[[np.ndarray], np.ndarray]) -> LinearOperator:
@@ -270,7 +272,7 @@ def with_exact_rows(operator: LinearOperator, rows: Callable[[np.ndarray], np.nd
     return operator
 
 
-def at_least(operator: LinearOperator, bound: float) -> LinearOperator:
+def with_min_entry(operator: LinearOperator, bound: float) -> LinearOperator:
     """``operator`` declaring ``min_entry = bound``: every entry of its matrix is at least ``bound``.
 
     With ``bound > 0`` no report is impossible under any distribution, so
@@ -319,7 +321,7 @@ def constant_plus_intervals(runs: np.ndarray, size: int, r: float) -> LinearOper
         steps = np.bincount(first, weights=w, minlength=size + 1) - np.bincount(stop, weights=w, minlength=size + 1)
         return r * w.sum() + one_minus_r * np.cumsum(steps)[:size]
 
-    return at_least(LinearOperator((runs.shape[0], size), matvec=matvec, rmatvec=rmatvec, dtype=float), r)
+    return with_min_entry(LinearOperator((runs.shape[0], size), matvec=matvec, rmatvec=rmatvec, dtype=float), r)
 
 
 def _window_arguments(
