@@ -346,3 +346,18 @@ def test_a_likelihood_over_positive_entries_makes_no_pass_to_find_impossible_rep
     assert products == []  # every entry is at least r > 0: no H @ 1
     likelihood.loglik(np.full(50, 0.02))
     assert products == [1]  # the counter counts
+
+
+@settings(max_examples=30, deadline=None)
+@given(rows=st.integers(0, 20), width=st.integers(1, 5), seed=st.integers(0, 2**32 - 1), table=st.booleans())
+def test_set_bit_counts_count_every_bit_of_the_words(rows, width, seed, table):
+    from ldpsim import set_bit_counts
+
+    words = np.random.default_rng(seed).integers(
+        np.iinfo(np.int64).min, np.iinfo(np.int64).max, (rows, width), endpoint=True
+    )
+    expected = np.unpackbits(words.view(np.uint8), axis=1).sum(axis=1)  # sign bits included
+    with pytest.MonkeyPatch.context() as patch:
+        if table:  # numpy 1.26 has no popcount: the per-byte table
+            patch.delattr(np, "bitwise_count", raising=False)
+        np.testing.assert_array_equal(set_bit_counts(words), expected)
