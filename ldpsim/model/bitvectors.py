@@ -142,7 +142,7 @@ def set_bit_counts(words: np.ndarray) -> np.ndarray:
     popcount = getattr(np, "bitwise_count", None)
     if popcount is not None:  # unsigned: numpy counts the bits of a signed integer's absolute value
         return popcount(words.view(np.uint64)).sum(axis=1, dtype=np.int64)
-    raw = words.view(np.uint8).reshape(words.shape[0], -1)
+    raw = words.view(np.uint8).reshape(words.shape[0], 8 * words.shape[1])  # no -1: zero rows reshape too
     return _POPCOUNT[raw].sum(axis=1, dtype=np.int64)
 
 
