@@ -4,11 +4,12 @@
     python benchmarks/bench_scale.py                 # everything (a few minutes on 2 cores)
     python benchmarks/bench_scale.py --only oracles  # or: simulation, planar
 
-Frequency oracles (GRR = k-RR and OUE, eps = 1, Zipf(1.1) users): for each (k, n) the same
-reports feed every estimator. The reference is the exact MLE: for k-RR the closed form
-(``krr-mle``), for OUE ldpsim's ``mle`` on whole reports certified to a relative KKT violation of
-1e-9. Every estimator builds its likelihood itself (timed with it). Each row gives the time, the iterations, the log-likelihood still missing to the exact MLE
-(nats, on the whole-report likelihood), TV to the users' true histogram and TV to the exact MLE.
+Frequency oracles (GRR = k-RR, OUE and RAPPOR = SUE, eps = 1, Zipf(1.1) users): for each (k, n)
+the same reports feed every estimator. The reference is the exact MLE: for k-RR the closed form
+(``krr-mle``), for OUE and RAPPOR ldpsim's ``mle`` on whole reports certified to a relative KKT
+violation of 1e-9. Every estimator builds its likelihood itself (timed with it). Each row gives the
+time, the iterations, the log-likelihood still missing to the exact MLE (nats, on the whole-report
+likelihood), TV to the users' true histogram and TV to the exact MLE.
 multi-freq-ldpy runs its defaults (plain EM on a dense k x k matrix, at most 10,000 iterations,
 tol 1e-12 on the max-abs change); it does not report its iteration count. Its OUE aggregator is
 given the per-user bit matrix it expects (int32; int8 overflows in its column sums).
@@ -79,7 +80,8 @@ def oracles(eps: float, sizes: list[tuple[int, int]]) -> None:
         domain = Integers(low=0, high=k - 1)
         dataset = registry.create("dataset", "zipf", domain, s=1.1)
         rng = np.random.default_rng([k, n])
-        for name, peer_label in (("krr", "GRR"), ("oue", "OUE")):
+        # RAPPOR (basic one-time: symmetric unary encoding) is multi-freq-ldpy's UE with optimal=False
+        for name, peer_label in (("krr", "GRR"), ("oue", "OUE"), ("rappor", "SUE (RAPPOR)")):
             mech = registry.create("mechanism", name, domain, eps=eps)
 
             def simulate():
@@ -135,7 +137,7 @@ def oracles(eps: float, sizes: list[tuple[int, int]]) -> None:
                 ("ldpsim exact MLE (mle: interior-point Newton, KKT < 1e-6)", {"stop": "kkt"}),
                 ("ldpsim INV-P", None),
             ]
-            if name == "oue" and k * n > SLOW_PASSES:
+            if name != "krr" and k * n > SLOW_PASSES:
                 # each EM pass visits ~n distinct reports with ~k/(1+e^eps) set bits: plain EM's ~10^3 passes
                 # would take many minutes, SQUAREM's ~200 more than a minute
                 variants = variants[2:]
@@ -166,7 +168,8 @@ def oracles(eps: float, sizes: list[tuple[int, int]]) -> None:
                 else:
                     group = obs.groups[0]
                     bits = unpack_bits(group.reports, group.counts, k)
-                    t, peer = timed(lambda: mf_ue.UE_Aggregator_IBU(bits, k, eps, optimal=True))
+                    optimal = name == "oue"
+                    t, peer = timed(lambda: mf_ue.UE_Aggregator_IBU(bits, k, eps, optimal=optimal))
                     del bits
                 peer = np.clip(np.asarray(peer, dtype=float), 0, None)
                 peer /= peer.sum()
