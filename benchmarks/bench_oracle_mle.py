@@ -1,6 +1,7 @@
-"""The exact MLE of OUE and OLH end to end at k = 1024, n = 10^6, eps = 1, phase by phase.
+"""The exact MLE of OUE and OLH (or other oracles) end to end at k = 1024, n = 10^6, eps = 1, phase by phase.
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_oracle_mle.py [--only oue --only olh] [--users 1000000]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_oracle_mle.py [--only oue --only olh ...] [--users 1000000]
+    # --only also takes the, subset_selection, blh, cms, rappor
 
 Issue 16's target: the exact MLE (relative KKT < 1e-6) of 10^6 OUE or OLH reports in under 10 s.
 Each oracle runs once from its users' values (Zipf 1.1, seeded): simulate the reports, group them
@@ -24,11 +25,13 @@ import ldpsim
 from ldpsim import Integers, Likelihood, Observations
 
 ORACLES = ("oue", "olh")
+#: the other oracles whose likelihood reads its rows (the sampled Hessian), on request with --only
+OTHERS = ("the", "subset_selection", "blh", "cms", "rappor")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=ORACLES, action="append")
+    parser.add_argument("--only", choices=ORACLES + OTHERS, action="append")
     parser.add_argument("--users", type=int, default=1_000_000)
     parser.add_argument("--values", type=int, default=1024)
     args = parser.parse_args()
