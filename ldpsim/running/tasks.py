@@ -34,8 +34,10 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from ..estimation.estimator import Estimator
 from ..estimation.observations import Observations
 from ..model.memoized import MemoizedMechanism
+from ..model.metric import Metric
 from ..model.variables import DOMAIN, Variable
 from ..plugin.registry import get_registry
 from ..results.noisy import noisy_distribution
@@ -180,29 +182,83 @@ class _Run:
     privacy_over_time: np.ndarray | None = None
 
 
+#: how :func:`_estimated` fills a variable: the metrics' scores, a field of every Estimate, a plugin's output
+_SCORES, _FIELD, _OUTPUT = range(3)
+
+
+@dataclass(frozen=True)
+class _Recipe:
+    """What every task of one setup computes, sorted out once per setup (see :func:`_recipe`).
+
+    A sweep of sub-millisecond runs spent as long on its per-run bookkeeping as on the runs:
+    declaring the variables again, asking each variable where its value comes from, the cohorts'
+    privacy levels. These depend on the setup alone, so they are found once and read by every task.
+    """
+
+    variables: tuple[Variable, ...]
+    #: (how, variable) for each variable an estimate fills, in declaration order (the values' order)
+    steps: tuple[tuple[int, Variable], ...]
+    #: the variables read from the task itself (:class:`_Run`), in declaration order
+    task_variables: tuple[Variable, ...]
+    estimators: tuple[Estimator, ...]
+    metrics: tuple[Metric, ...]
+    #: whether some estimator or metric declares outputs of its own (else every estimate's extras are empty)
+    outputs: bool
+    #: :func:`cohort_privacy` of the setup's cohorts (copied into each task's result)
+    privacy: np.ndarray | None
+
+
+def _recipe(setup: Setup) -> _Recipe:
+    """The setup's :class:`_Recipe`, made by the first task that runs on it."""
+    found = setup.derived.get("recipe")
+    if found is None:
+        estimators, metrics = tuple(setup.estimators.values()), tuple(setup.metrics.values())
+        variables = declared([*estimators, *metrics])
+        steps = []
+        for var in variables:
+            if var.source == "task":
+                continue
+            if var.source == "metric" and var.name in _CORE_NAMES:  # the metrics' scores: one per (metric, estimate)
+                steps.append((_SCORES, var))
+            elif var.name in _CORE_NAMES:  # a field of every Estimate
+                steps.append((_FIELD, var))
+            else:  # a plugin's declared output
+                steps.append((_OUTPUT, var))
+        found = _Recipe(
+            variables,
+            tuple(steps),
+            tuple(var for var in variables if var.source == "task"),
+            estimators,
+            metrics,
+            any(how == _OUTPUT for how, _ in steps),
+            cohort_privacy(setup.cohorts),
+        )
+        setup.derived["recipe"] = found
+    return found
+
+
 def _run_task(task: Task, builder: Builder | None) -> TaskResult:
     started = time.perf_counter()
     setup, truth, observations = simulate(task, builder)
     simulated = time.perf_counter() - started
-    variables = declared([*setup.estimators.values(), *setup.metrics.values()])
+    recipe = _recipe(setup)
     if task.rounds:  # after every round, from the same users: the prefixes of their report sequences
-        per_round = [_estimated(setup, truth, observations.prefix(t), variables) for t in range(1, task.rounds + 1)]
-        values = _by_round(variables, per_round, setup.domain.size)
+        per_round = [_estimated(setup, truth, observations.prefix(t), recipe) for t in range(1, task.rounds + 1)]
+        values = _by_round(recipe.variables, per_round, setup.domain.size)
     else:
-        values = _estimated(setup, truth, observations, variables)
+        values = _estimated(setup, truth, observations, recipe)
     run = _Run(
         truth,
         noisy_distribution(observations),
         observations.n_distinct,
         setup.users,
         simulated,
-        cohort_privacy(setup.cohorts),
+        None if recipe.privacy is None else recipe.privacy.copy(),
     )
-    for var in variables:
-        if var.source == "task":
-            value = getattr(run, var.key)
-            if value is not None:
-                values[var.name] = np.asarray(value, dtype=var.dtype)
+    for var in recipe.task_variables:
+        value = getattr(run, var.key)
+        if value is not None:
+            values[var.name] = np.asarray(value, dtype=var.dtype)
     return TaskResult(task.key, values)
 
 
@@ -211,32 +267,29 @@ def _run_task(task: Task, builder: Builder | None) -> TaskResult:
 _CORE_NAMES = frozenset(var.name for var in CORE)
 
 
-def _estimated(
-    setup: Setup, truth: np.ndarray, observations: Observations, variables: tuple[Variable, ...]
-) -> dict[str, np.ndarray]:
+def _estimated(setup: Setup, truth: np.ndarray, observations: Observations, recipe: _Recipe) -> dict[str, np.ndarray]:
     """The values of the estimates' and metrics' variables for one set of observations."""
-    estimators, metrics = list(setup.estimators.values()), list(setup.metrics.values())
-    estimates = [estimator.estimate(observations) for estimator in estimators]
-    scores = [[metric(est.distribution, truth, setup.domain, est.extras) for est in estimates] for metric in metrics]
+    metrics, domain = recipe.metrics, setup.domain
+    estimates = [estimator.estimate(observations) for estimator in recipe.estimators]
+    scores = [[metric(est.distribution, truth, domain, est.extras) for est in estimates] for metric in metrics]
     extras: list[dict[str, Any]] = [{} for _ in estimates]  # estimators' and metrics' declared outputs
-    for e, est in enumerate(estimates):
-        extras[e].update(est.extras)
-        for metric in metrics:
-            if type(metric).outputs:
-                extras[e].update(metric.output_values(est.distribution, truth, setup.domain))
+    if recipe.outputs:  # without declared outputs every estimate's extras are empty
+        for e, est in enumerate(estimates):
+            extras[e].update(est.extras)
+            for metric in metrics:
+                if type(metric).outputs:
+                    extras[e].update(metric.output_values(est.distribution, truth, domain))
     values: dict[str, np.ndarray] = {}
-    for var in variables:
-        if var.source == "task":
-            continue
-        if var.source == "metric" and var.name in _CORE_NAMES:  # the metrics' scores: one per (metric, estimate)
+    for how, var in recipe.steps:
+        if how == _SCORES:
             values[var.name] = np.asarray(scores, dtype=var.dtype).reshape(len(metrics), len(estimates))
-        elif var.name in _CORE_NAMES:  # a field of every Estimate
+        elif how == _FIELD:
             values[var.name] = np.asarray([getattr(est, var.key) for est in estimates], dtype=var.dtype)
-        else:  # a plugin's declared output: the fill value where an estimate has none
+        else:  # the fill value where an estimate has none
             found = [x.get(var.name) for x in extras]
             if var.optional and all(v is None for v in found):
                 continue  # no estimate gave it: absent from this task's result
-            values[var.name] = _stack(var, found, setup.domain.size)
+            values[var.name] = _stack(var, found, domain.size)
     return values
 
 
