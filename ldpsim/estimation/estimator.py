@@ -205,10 +205,16 @@ class Estimator(Configurable):
         # the sum is finite exactly when every entry is (a NaN or an infinity makes it NaN or infinite; finite
         # entries whose sum overflows fail the sum's test anyway): one reduction fewer than np.isfinite's
         total = dist.sum() if dist.shape == (size,) else math.nan
-        if not (math.isfinite(total) and dist.min() >= -1e-9 and abs(total - 1) <= 1e-6):
+        if not (math.isfinite(total) and abs(total - 1) <= 1e-6):
             raise ValueError(f"{self!r} returned something that is not a distribution over {size} values")
+        low = dist.min()
+        if not low >= -1e-9:
+            raise ValueError(f"{self!r} returned something that is not a distribution over {size} values")
+        # nothing below zero in a contiguous array: the clipped entries are the same numbers (a -0.0 at most turns
+        # 0.0) laid out the same way, so their sum is ``total`` bit for bit and need not be taken again
+        same = low >= 0.0 and dist.flags.c_contiguous
         dist = np.maximum(dist, 0.0)  # what np.clip(dist, 0.0, None) computes, without its dispatch
-        dist /= dist.sum()
+        dist /= total if same else dist.sum()
         dist.setflags(write=False)
         loglik, kkt, gap = result.loglik, result.kkt, result.gap
         if (math.isnan(loglik) or math.isnan(gap)) and self._certifies(observations):

@@ -98,6 +98,28 @@ def _builder_for(task: Task) -> Builder:
     return _worker_builder[key]
 
 
+@contextmanager
+def shared_builder(run: str, builder: Builder | None) -> Iterator[None]:
+    """Inside, ``builder`` is this process's builder for the run ``run``: worker processes forked meanwhile start
+    with it (a copy of the parent's memory) instead of building every sweep point's plugins again.
+
+    A pool of a sweep's workers otherwise rebuilds, in every worker, the setups the parent already
+    built when it checked the scenario; workers started otherwise (spawned, on other machines) find
+    no builder here and build their own as before. The numbers are the same either way: a setup is
+    a function of the scenario. Found only under the builder's own registry (see :func:`_builder_for`).
+    """
+    if builder is None:
+        yield
+        return
+    key = (run, id(builder.registry))
+    _worker_builder.clear()
+    _worker_builder[key] = builder
+    try:
+        yield
+    finally:
+        _worker_builder.pop(key, None)
+
+
 def simulate(task: Task, builder: Builder | None = None) -> tuple[Setup, np.ndarray, Observations]:
     """A task's population: its setup, the distribution of true values, the aggregated reports."""
     setup = (builder or _builder_for(task)).setup(task.point)
@@ -170,9 +192,10 @@ def run_task(task: Task, builder: Builder | None = None) -> TaskResult:
         return _run_task(task, builder)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Run:
-    """The task-level values the ``source="task"`` variables read (by their ``attr``)."""
+    """The task-level values the ``source="task"`` variables read (by their ``attr``); made once per task
+    (slotted, not frozen: a frozen dataclass sets each field through ``object.__setattr__``)."""
 
     truth: np.ndarray
     noisy: np.ndarray | None
@@ -196,10 +219,11 @@ class _Recipe:
     """
 
     variables: tuple[Variable, ...]
-    #: (how, variable) for each variable an estimate fills, in declaration order (the values' order)
-    steps: tuple[tuple[int, Variable], ...]
-    #: the variables read from the task itself (:class:`_Run`), in declaration order
-    task_variables: tuple[Variable, ...]
+    #: (how, name, key, dtype, variable) for each variable an estimate fills, in declaration order (the values'
+    #: order): a variable's ``key`` is a property, read thousands of times per sweep otherwise
+    steps: tuple[tuple[int, str, str, Any, Variable], ...]
+    #: (name, key, dtype) of the variables read from the task itself (:class:`_Run`), in declaration order
+    task_variables: tuple[tuple[str, str, Any], ...]
     estimators: tuple[Estimator, ...]
     metrics: tuple[Metric, ...]
     #: whether some estimator or metric declares outputs of its own (else every estimate's extras are empty)
@@ -219,18 +243,19 @@ def _recipe(setup: Setup) -> _Recipe:
             if var.source == "task":
                 continue
             if var.source == "metric" and var.name in _CORE_NAMES:  # the metrics' scores: one per (metric, estimate)
-                steps.append((_SCORES, var))
+                how = _SCORES
             elif var.name in _CORE_NAMES:  # a field of every Estimate
-                steps.append((_FIELD, var))
+                how = _FIELD
             else:  # a plugin's declared output
-                steps.append((_OUTPUT, var))
+                how = _OUTPUT
+            steps.append((how, var.name, var.key, var.dtype, var))
         found = _Recipe(
             variables,
             tuple(steps),
-            tuple(var for var in variables if var.source == "task"),
+            tuple((var.name, var.key, var.dtype) for var in variables if var.source == "task"),
             estimators,
             metrics,
-            any(how == _OUTPUT for how, _ in steps),
+            any(step[0] == _OUTPUT for step in steps),
             cohort_privacy(setup.cohorts),
         )
         setup.derived["recipe"] = found
@@ -255,10 +280,10 @@ def _run_task(task: Task, builder: Builder | None) -> TaskResult:
         simulated,
         None if recipe.privacy is None else recipe.privacy.copy(),
     )
-    for var in recipe.task_variables:
-        value = getattr(run, var.key)
+    for name, key, dtype in recipe.task_variables:
+        value = getattr(run, key)
         if value is not None:
-            values[var.name] = np.asarray(value, dtype=var.dtype)
+            values[name] = np.asarray(value, dtype=dtype)
     return TaskResult(task.key, values)
 
 
@@ -280,16 +305,16 @@ def _estimated(setup: Setup, truth: np.ndarray, observations: Observations, reci
                 if type(metric).outputs:
                     extras[e].update(metric.output_values(est.distribution, truth, domain))
     values: dict[str, np.ndarray] = {}
-    for how, var in recipe.steps:
-        if how == _SCORES:
-            values[var.name] = np.asarray(scores, dtype=var.dtype).reshape(len(metrics), len(estimates))
-        elif how == _FIELD:
-            values[var.name] = np.asarray([getattr(est, var.key) for est in estimates], dtype=var.dtype)
+    for how, name, key, dtype, var in recipe.steps:
+        if how == _FIELD:
+            values[name] = np.asarray([getattr(est, key) for est in estimates], dtype=dtype)
+        elif how == _SCORES:
+            values[name] = np.asarray(scores, dtype=dtype).reshape(len(metrics), len(estimates))
         else:  # the fill value where an estimate has none
-            found = [x.get(var.name) for x in extras]
+            found = [x.get(name) for x in extras]
             if var.optional and all(v is None for v in found):
                 continue  # no estimate gave it: absent from this task's result
-            values[var.name] = _stack(var, found, domain.size)
+            values[name] = _stack(var, found, domain.size)
     return values
 
 
