@@ -29,7 +29,7 @@ from .paths import parse_override
 from .provenance import provenance
 from .scenario import Scenario, load_scenario
 from .simulation import check_simulation_memory
-from .tasks import Task, TaskResult, one_blas_thread, run_task, shared_builder, simulate, tasks
+from .tasks import Task, TaskResult, one_blas_thread, run_task, shared_builder, simulate, stack_values, tasks
 
 __all__ = [
     "Task",
@@ -71,12 +71,12 @@ class _Batch(list):  # list[TaskResult]
         which = [orders.setdefault(tuple(result.values), len(orders)) for result in self]
         stacked: dict[str, np.ndarray] = {}
         for name in dict.fromkeys(name for names in orders for name in names):
-            values = [result.values.get(name) for result in self]
-            first = values[0]
-            if isinstance(first, np.ndarray) and all(
-                isinstance(v, np.ndarray) and v.shape == first.shape and v.dtype == first.dtype for v in values
+            found = stack_values(self, name)
+            # every run's own dtype is the stack's, so each gets back an array equal to its own in type and bits
+            if found is not None and all(
+                isinstance(v := result.values[name], np.ndarray) and v.dtype == found.dtype for result in self
             ):
-                stacked[name] = np.stack(values)
+                stacked[name] = found
         loose = [{k: v for k, v in result.values.items() if k not in stacked} for result in self]
         keys = [result.key for result in self]
         return _unpack, (keys, list(orders), which, stacked, loose if any(loose) else None)
