@@ -108,6 +108,10 @@ CERTIFY_MAX_PAIRS = 250_000_000
 _NO_EXTRAS: Mapping[str, Any] = MappingProxyType({})
 
 
+#: the fields of an estimate given as a bare distribution (all but the distribution, which replaces this one)
+_BARE = Estimate(np.zeros(0))
+
+
 def _updated(result: Estimate, **changes: Any) -> Estimate:
     """``dataclasses.replace(result, **changes)``, without its per-field introspection for a plain Estimate.
 
@@ -198,9 +202,10 @@ class Estimator(Configurable):
         start = time.perf_counter()
         result = self._estimate(observations)
         seconds = time.perf_counter() - start
-        if not isinstance(result, Estimate):
-            result = Estimate(np.asarray(result, dtype=float))
-        dist = np.asarray(result.distribution, dtype=float)
+        if isinstance(result, Estimate):
+            dist = np.asarray(result.distribution, dtype=float)
+        else:  # a bare distribution: every other field of its estimate has its default
+            dist, result = np.asarray(result, dtype=float), _BARE
         size = observations.domain.size
         # the sum is finite exactly when every entry is (a NaN or an infinity makes it NaN or infinite; finite
         # entries whose sum overflows fail the sum's test anyway): one reduction fewer than np.isfinite's

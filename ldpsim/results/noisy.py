@@ -80,13 +80,15 @@ def _output_values(mech: Mechanism) -> np.ndarray | None:
 def noisy_distribution(observations: Observations) -> np.ndarray | None:
     """The (|X|,) distribution of the reports over the domain, or None where it is not defined."""
     size = observations.domain.size
-    total = np.zeros(size)
+    total: np.ndarray | None = None
     for group in observations.groups:
         if len(group.plan) != 1:
             return None
         index = output_values(group.plan[0])
         if index is None:
             return None
-        total += np.bincount(index[group.reports[:, 0]], weights=group.counts, minlength=size)
+        counted = np.bincount(index[group.reports[:, 0]], weights=group.counts, minlength=size)
+        # the first group's counts as they are: adding them to zeros changes no bit (counts are positive)
+        total = counted if total is None else total + counted
     n = observations.n
-    return total / n if n else None
+    return total / n if n and total is not None else None
