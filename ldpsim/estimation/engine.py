@@ -164,7 +164,7 @@ class Likelihood:
             loglik = _dot(self.counts, np.log(p)) + self._constant
             if not loglik > -math.inf:
                 return loglik, math.inf, math.inf
-            top = float((H.T @ (self.counts / p)).max()) / self.n
+            top = float(np.maximum.reduce(H.T @ (self.counts / p))) / self.n  # np.max's reduction, called directly
         if not math.isfinite(top):
             return loglik, math.inf, math.inf
         excess = max(top - 1.0, 0.0)

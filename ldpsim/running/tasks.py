@@ -325,13 +325,14 @@ def _estimated(setup: Setup, truth: np.ndarray, observations: Observations, reci
             for metric in metrics:
                 if type(metric).outputs:
                     extras[e].update(metric.output_values(est.distribution, truth, domain))
+    given = any(extras)  # else every optional output is absent, and the others are all fill values
     values: dict[str, np.ndarray] = {}
     for how, name, key, dtype, var in recipe.steps:
         if how == _FIELD:
             values[name] = np.asarray([getattr(est, key) for est in estimates], dtype=dtype)
         elif how == _SCORES:
             values[name] = np.asarray(scores, dtype=dtype).reshape(len(metrics), len(estimates))
-        else:  # the fill value where an estimate has none
+        elif given or not var.optional:  # the fill value where an estimate has none
             found = [x.get(name) for x in extras]
             if var.optional and all(v is None for v in found):
                 continue  # no estimate gave it: absent from this task's result
