@@ -159,12 +159,16 @@ class Likelihood:
         if not isinstance(H, np.ndarray):
             loglik, grad = self.em_parts(theta)
             return (loglik, *self.certificate(grad)) if loglik > -math.inf else (loglik, math.inf, math.inf)
-        with np.errstate(divide="ignore", invalid="ignore"):  # H >= 0 and theta >= 0: log sees no negative p
-            p = H @ theta
+        p = H @ theta  # >= 0, as H and theta are
+        if p.all():  # no zero to take the log of or divide by: no floating-point error state to set up
             loglik = _dot(self.counts, np.log(p)) + self._constant
-            if not loglik > -math.inf:
-                return loglik, math.inf, math.inf
             top = float(np.maximum.reduce(H.T @ (self.counts / p))) / self.n  # np.max's reduction, called directly
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                loglik = _dot(self.counts, np.log(p)) + self._constant
+                if not loglik > -math.inf:
+                    return loglik, math.inf, math.inf
+                top = float(np.maximum.reduce(H.T @ (self.counts / p))) / self.n
         if not math.isfinite(top):
             return loglik, math.inf, math.inf
         excess = max(top - 1.0, 0.0)
