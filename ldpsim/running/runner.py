@@ -6,6 +6,7 @@ What one task does, and how its randomness is derived, is in :mod:`ldpsim.runnin
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -50,6 +51,20 @@ Progress = Callable[[int, int], None]
 BATCHES_PER_WORKER = 4
 #: tasks per batch at most (a batch is what an executor dispatches)
 MAX_BATCH = 64
+#: a sweep of at least this many tasks on several workers first runs ``PROBE_RUNS`` of them here, timed, to
+#: size its batches (:func:`batch_size`): three tasks of a thousand hold up the workers for a few per mille of
+#: the run at most, however long the tasks are, and their results are kept like any other
+PROBE_TASKS = 1000
+#: the tasks timed, the fastest counting: the first task of a sweep point also fills its caches
+PROBE_RUNS = 3
+#: batches of tasks faster than ``MAX_BATCH`` per this many seconds grow to about this long: each batch handed
+#: back costs a worker a few milliseconds of waiting on a busy machine (002-fig5: 113 batches of 0.3 ms runs
+#: left each worker idle for a quarter of a second), while a batch much longer than this coarsens the
+#: progress and lengthens the tail where one worker finishes before the other
+BATCH_SECONDS = 0.1
+#: the time-sized batches hold at most this many times ``MAX_BATCH`` tasks, should later sweep points' tasks
+#: be much slower than the probe
+MAX_BATCH_GROWTH = 8
 #: finished tasks are written to the checkpoint at most this often (and once more at the end or on
 #: Ctrl-C): a kill loses at most this many seconds of work, and a sweep of millisecond runs writes a
 #: few files, not one per batch (113 writes and fsyncs were a sixth of 002-fig5's wall time)
@@ -117,16 +132,25 @@ class _BatchRunner:
         return (_BatchRunner, (None,))
 
 
-def batches(todo: Sequence[Task], workers: int) -> list[list[Task]]:
-    """Consecutive tasks in batches: at least ``BATCHES_PER_WORKER`` per worker, at most ``MAX_BATCH`` tasks each.
+def batches(todo: Sequence[Task], workers: int, size: int = MAX_BATCH) -> list[list[Task]]:
+    """Consecutive tasks in batches: at least ``BATCHES_PER_WORKER`` per worker, at most ``size`` tasks each
+    (by default ``MAX_BATCH``; :func:`batch_size` from a timed task).
 
     The numbers never depend on this: each task draws from its own seed.
     """
     if not todo:
         return []
-    count = min(len(todo), max(BATCHES_PER_WORKER * max(workers, 1), -(-len(todo) // MAX_BATCH)))
+    count = min(len(todo), max(BATCHES_PER_WORKER * max(workers, 1), -(-len(todo) // max(size, 1))))
     bounds = [round(i * len(todo) / count) for i in range(count + 1)]
     return [list(todo[a:b]) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def batch_size(seconds: float) -> int:
+    """Tasks per batch for tasks taking ``seconds`` each: ``MAX_BATCH``, or more for tasks so fast that
+    ``MAX_BATCH`` of them take less than ``BATCH_SECONDS`` (at most ``MAX_BATCH_GROWTH`` times more)."""
+    if not seconds > 0:
+        return MAX_BATCH
+    return max(MAX_BATCH, min(MAX_BATCH_GROWTH * MAX_BATCH, int(BATCH_SECONDS / seconds)))
 
 
 def _parallelism(runner: Executor) -> int:
@@ -202,22 +226,36 @@ def execute(
     if progress:
         progress(len(results), len(todo))
     rest = [t for t in todo if t.key not in done]
-    work = batches(rest, _parallelism(runner))
+    parallel = _parallelism(runner)
     unsaved: list[TaskResult] = []
     saved_at = time.monotonic()
+
+    def finished(batch: Sequence[TaskResult]) -> None:
+        nonlocal unsaved, saved_at
+        results.extend(batch)
+        if checkpoint is not None:
+            unsaved.extend(batch)
+            if time.monotonic() - saved_at >= CHECKPOINT_SECONDS:
+                checkpoint.save(unsaved)
+                unsaved, saved_at = [], time.monotonic()
+        if progress:
+            progress(len(results), len(todo))
+
     try:
         # one BLAS limit for the tasks this process runs, not one per task; workers forked meanwhile start
         # with the plugins already built here
         with one_blas_thread(), shared_builder(todo[0].run if todo else "", scenario.builder):
+            size = MAX_BATCH
+            if parallel > 1 and len(rest) >= PROBE_TASKS:  # a few tasks timed here size the batches
+                here, fastest = _BatchRunner(scenario.builder), math.inf
+                for task in rest[:PROBE_RUNS]:
+                    probe_started = time.perf_counter()
+                    finished(here([task]))
+                    fastest = min(fastest, time.perf_counter() - probe_started)
+                size, rest = batch_size(fastest), rest[PROBE_RUNS:]
+            work = batches(rest, parallel, size)
             for batch in runner.run(_BatchRunner(scenario.builder), work) if work else ():
-                results.extend(batch)
-                if checkpoint is not None:
-                    unsaved.extend(batch)
-                    if time.monotonic() - saved_at >= CHECKPOINT_SECONDS:
-                        checkpoint.save(unsaved)
-                        unsaved, saved_at = [], time.monotonic()
-                if progress:
-                    progress(len(results), len(todo))
+                finished(batch)
     except BaseException:  # Ctrl-C, a failing task: the finished tasks are kept, so a resume skips them
         if checkpoint is not None and unsaved:
             with contextlib.suppress(Exception):  # the error being raised is the one to report
