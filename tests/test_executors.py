@@ -51,6 +51,25 @@ def test_a_process_pool_gives_the_same_numbers(serial):
     assert_same_numbers(serial, execute(load_scenario(SWEEP), executor="processes", workers=2))
 
 
+def test_batches_sized_from_a_task_timed_first_give_the_same_numbers(serial, monkeypatch):
+    """A sweep of many tasks on several workers runs one here first, timed, and sizes the batches from it."""
+    from ldpsim.running import runner
+
+    sizes = []
+    monkeypatch.setattr(runner, "PROBE_TASKS", 2)  # the sweep's 4 tasks are "many"
+    monkeypatch.setattr(runner, "batch_size", lambda seconds: sizes.append(seconds) or 3)
+    assert_same_numbers(serial, execute(load_scenario(SWEEP), executor="processes", workers=2))
+    assert len(sizes) == 1 and sizes[0] > 0
+
+
+def test_a_batch_size_grows_only_for_fast_tasks():
+    from ldpsim.running.runner import BATCH_SECONDS, MAX_BATCH, MAX_BATCH_GROWTH, batch_size
+
+    assert batch_size(1.0) == batch_size(0.0) == batch_size(float("nan")) == MAX_BATCH
+    assert batch_size(BATCH_SECONDS / (2 * MAX_BATCH)) == 2 * MAX_BATCH
+    assert batch_size(1e-9) == MAX_BATCH_GROWTH * MAX_BATCH
+
+
 @pytest.mark.skipif(importlib.util.find_spec("distributed") is None, reason="needs the dask extra")
 def test_a_dask_local_cluster_gives_the_same_numbers(serial):
     assert_same_numbers(serial, execute(load_scenario(SWEEP), executor="dask", workers=2))

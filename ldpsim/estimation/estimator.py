@@ -104,6 +104,29 @@ INTERVAL_OUTPUTS: tuple[Variable, ...] = (
 CERTIFY_MAX_PAIRS = 250_000_000
 
 
+#: the extras of an estimate without any (shared: read-only and empty)
+_NO_EXTRAS: Mapping[str, Any] = MappingProxyType({})
+
+
+#: the fields of an estimate given as a bare distribution (all but the distribution, which replaces this one)
+_BARE = Estimate(np.zeros(0))
+
+
+def _updated(result: Estimate, **changes: Any) -> Estimate:
+    """``dataclasses.replace(result, **changes)``, without its per-field introspection for a plain Estimate.
+
+    Every estimate of a run passes through here once; ``replace`` re-runs the frozen dataclass's
+    ``__init__`` field by field, a tenth of a sub-millisecond run's bookkeeping. A subclass of
+    Estimate (which may check its fields) still goes through ``replace``.
+    """
+    if type(result) is not Estimate:
+        return replace(result, **changes)
+    new = object.__new__(Estimate)
+    new.__dict__.update(result.__dict__)
+    new.__dict__.update(changes)
+    return new
+
+
 class Estimator(Configurable):
     """Base class of estimators. Subclasses implement :meth:`_estimate`."""
 
@@ -179,28 +202,37 @@ class Estimator(Configurable):
         start = time.perf_counter()
         result = self._estimate(observations)
         seconds = time.perf_counter() - start
-        if not isinstance(result, Estimate):
-            result = Estimate(np.asarray(result, dtype=float))
-        dist = np.asarray(result.distribution, dtype=float)
+        if isinstance(result, Estimate):
+            dist = np.asarray(result.distribution, dtype=float)
+        else:  # a bare distribution: every other field of its estimate has its default
+            dist, result = np.asarray(result, dtype=float), _BARE
         size = observations.domain.size
-        if dist.shape != (size,) or not np.all(np.isfinite(dist)) or dist.min() < -1e-9 or abs(dist.sum() - 1) > 1e-6:
+        # the sum is finite exactly when every entry is (a NaN or an infinity makes it NaN or infinite; finite
+        # entries whose sum overflows fail the sum's test anyway): one reduction fewer than np.isfinite's
+        total = dist.sum() if dist.shape == (size,) else math.nan
+        if not (math.isfinite(total) and abs(total - 1) <= 1e-6):
             raise ValueError(f"{self!r} returned something that is not a distribution over {size} values")
-        dist = np.clip(dist, 0.0, None)
-        dist /= dist.sum()
+        low = dist.min()
+        if not low >= -1e-9:
+            raise ValueError(f"{self!r} returned something that is not a distribution over {size} values")
+        # nothing below zero in a contiguous array: the clipped entries are the same numbers (a -0.0 at most turns
+        # 0.0) laid out the same way, so their sum is ``total`` bit for bit and need not be taken again
+        same = low >= 0.0 and dist.flags.c_contiguous
+        dist = np.maximum(dist, 0.0)  # what np.clip(dist, 0.0, None) computes, without its dispatch
+        dist /= total if same else dist.sum()
         dist.setflags(write=False)
         loglik, kkt, gap = result.loglik, result.kkt, result.gap
         if (math.isnan(loglik) or math.isnan(gap)) and self._certifies(observations):
             # one pass over the likelihood gives L and the certificate, for any estimator
-            likelihood = Likelihood.of(observations)
-            loglik, grad = likelihood.em_parts(dist)
-            kkt, gap = likelihood.certificate(grad) if loglik > -math.inf else (math.inf, math.inf)
-        given = dict(result.extras)
+            loglik, kkt, gap = Likelihood.of(observations).certify(dist)
         if result.uncertainty is not None and any(v.name == "lower" for v in type(self).outputs):
             level = float(getattr(self, "confidence", 0.95))
             lower, upper = result.uncertainty.interval(level)
-            given.update(lower=lower, upper=upper, se=result.uncertainty.se, confidence=level)
-        extras = self._check_extras(given, size)
-        return replace(result, distribution=dist, loglik=loglik, kkt=kkt, gap=gap, seconds=seconds, extras=extras)
+            given = {**result.extras, "lower": lower, "upper": upper, "se": result.uncertainty.se, "confidence": level}
+            extras = self._check_extras(given, size)
+        else:
+            extras = self._check_extras(result.extras, size) if result.extras else _NO_EXTRAS
+        return _updated(result, distribution=dist, loglik=loglik, kkt=kkt, gap=gap, seconds=seconds, extras=extras)
 
     def _check_extras(self, extras: Mapping[str, Any], size: int) -> Mapping[str, Any]:
         """The declared outputs' values as read-only arrays; an undeclared one is a plugin bug."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, TypeVar
 
 import numpy as np
@@ -401,9 +402,10 @@ class Observations:
         """The last round alone (:meth:`round_alone` of :attr:`rounds`)."""
         return self.round_alone(self.rounds)
 
-    @property
+    @cached_property
     def n(self) -> float:
-        """Number of users (a float when some counts are expected ones)."""
+        """Number of users (a float when some counts are expected ones); found once (the groups do not change),
+        as the simulation, the estimators, their certificates and the noisy distribution each read it."""
         return sum(g.n for g in self.groups)
 
     @property

@@ -44,8 +44,18 @@ class Domain(Configurable):
 
     @property
     def size(self) -> int:
-        # math.prod, not np.prod: read tens of times per run, numpy's reduction set-up dominated small sweeps
-        return int(math.prod(self.shape))
+        """The number of values, kept once found: read twenty times per run of a sweep (estimators, metrics, the
+        simulation), it was a tenth of a sub-millisecond run's bookkeeping through ``shape``. Setting any
+        attribute forgets it (see :meth:`__setattr__`)."""
+        size = self.__dict__.get("_size_cache")
+        if size is None:
+            # math.prod, not np.prod: numpy's reduction set-up dominated small sweeps
+            size = self.__dict__["_size_cache"] = int(math.prod(self.shape))
+        return size
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self.__dict__.pop("_size_cache", None)
+        super().__setattr__(name, value)
 
     @property
     def shape(self) -> tuple[int, ...]:

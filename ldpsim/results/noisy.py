@@ -10,6 +10,8 @@ grid) maps each window cell to its own cell of the grid; cells outside the windo
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..estimation.observations import Observations
@@ -28,8 +30,39 @@ NOISY_DESCRIPTION = (
 )
 
 
+#: :func:`output_values` of the mechanism instances seen, by ``id`` (with a weak reference that tells a live
+#: instance from a later one at the same address; an entry goes when its instance does)
+_INDEX: dict[int, tuple[weakref.ref[Mechanism], np.ndarray | None]] = {}
+
+
 def output_values(mech: Mechanism) -> np.ndarray | None:
-    """The domain index each output of ``mech`` names, or None if some output is not a domain value."""
+    """The domain index each output of ``mech`` names, or None if some output is not a domain value.
+
+    Found once per mechanism instance: every run of a sweep point reports through the same
+    instance, and matching its output labels to the domain's labels was a tenth of a
+    sub-millisecond run's bookkeeping. The answer is not kept while it depends on whether the
+    matrix was formed yet (a large domain).
+    """
+    entry = _INDEX.get(id(mech))
+    if entry is not None and entry[0]() is mech:
+        return entry[1]
+    index = _output_values(mech)
+    if mech.report_width != 1 or "matrix" in vars(mech) or mech.domain.size <= NOISY_MAX_VALUES:
+        if index is not None:
+            index.setflags(write=False)  # shared by every run of the mechanism
+        key = id(mech)
+
+        def forget(_: object) -> None:
+            _INDEX.pop(key, None)
+
+        try:
+            _INDEX[key] = (weakref.ref(mech, forget), index)
+        except TypeError:  # an instance that cannot be weakly referenced: found every time
+            pass
+    return index
+
+
+def _output_values(mech: Mechanism) -> np.ndarray | None:
     if mech.report_width != 1:
         return None
     if "matrix" not in vars(mech) and mech.domain.size > NOISY_MAX_VALUES:
@@ -47,13 +80,15 @@ def output_values(mech: Mechanism) -> np.ndarray | None:
 def noisy_distribution(observations: Observations) -> np.ndarray | None:
     """The (|X|,) distribution of the reports over the domain, or None where it is not defined."""
     size = observations.domain.size
-    total = np.zeros(size)
+    total: np.ndarray | None = None
     for group in observations.groups:
         if len(group.plan) != 1:
             return None
         index = output_values(group.plan[0])
         if index is None:
             return None
-        total += np.bincount(index[group.reports[:, 0]], weights=group.counts, minlength=size)
+        counted = np.bincount(index[group.reports[:, 0]], weights=group.counts, minlength=size)
+        # the first group's counts as they are: adding them to zeros changes no bit (counts are positive)
+        total = counted if total is None else total + counted
     n = observations.n
-    return total / n if n else None
+    return total / n if n and total is not None else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -62,6 +62,9 @@ class Setup:
     cohorts: list[Cohort]
     estimators: dict[str, Estimator]
     metrics: dict[str, Metric]
+    #: what the tasks of this point derive from it once and share (:mod:`.tasks`: the result variables,
+    #: the cohorts' privacy levels); a sweep runs hundreds of tasks on each point's one setup
+    derived: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
 
 def check_setups(

@@ -27,7 +27,7 @@ from ..base.atomic import atomic_path, remove_stale_in
 from ..base.errors import LdpsimError
 from ..results.io import write_error
 from .provenance import code_identity, setups_of, used_plugins
-from .tasks import TaskResult
+from .tasks import TaskResult, stack_values
 
 if TYPE_CHECKING:
     from .scenario import Scenario
@@ -171,6 +171,10 @@ class Checkpoint:
         else:  # one array per variable, stacked over the batch (a zip member per array is what costs)
             names = dict.fromkeys(name for result in batch for name in result.values)
             for name in names:
+                stacked = stack_values(batch, name)  # np.stack's array, made in C
+                if stacked is not None:
+                    arrays[name] = stacked
+                    continue
                 values = [result.values.get(name) for result in batch]
                 shapes = {None if v is None else np.shape(v) for v in values}
                 if len(shapes) == 1 and None not in shapes:

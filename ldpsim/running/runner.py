@@ -6,12 +6,14 @@ What one task does, and how its randomness is derived, is in :mod:`ldpsim.runnin
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import xarray as xr
 
 from ..base.errors import LdpsimError, ParameterError
@@ -28,7 +30,7 @@ from .paths import parse_override
 from .provenance import provenance
 from .scenario import Scenario, load_scenario
 from .simulation import check_simulation_memory
-from .tasks import Task, TaskResult, one_blas_thread, run_task, simulate, tasks
+from .tasks import Task, TaskResult, one_blas_thread, run_task, shared_builder, simulate, stack_values, tasks
 
 __all__ = [
     "Task",
@@ -49,10 +51,66 @@ Progress = Callable[[int, int], None]
 BATCHES_PER_WORKER = 4
 #: tasks per batch at most (a batch is what an executor dispatches)
 MAX_BATCH = 64
+#: a sweep of at least this many tasks on several workers first runs ``PROBE_RUNS`` of them here, timed, to
+#: size its batches (:func:`batch_size`): three tasks of a thousand hold up the workers for a few per mille of
+#: the run at most, however long the tasks are, and their results are kept like any other
+PROBE_TASKS = 1000
+#: the tasks timed, the fastest counting: the first task of a sweep point also fills its caches
+PROBE_RUNS = 3
+#: batches of tasks faster than ``MAX_BATCH`` per this many seconds grow to about this long: each batch handed
+#: back costs a worker a few milliseconds of waiting on a busy machine (002-fig5: 113 batches of 0.3 ms runs
+#: left each worker idle for a quarter of a second), while a batch much longer than this coarsens the
+#: progress and lengthens the tail where one worker finishes before the other
+BATCH_SECONDS = 0.1
+#: the time-sized batches hold at most this many times ``MAX_BATCH`` tasks, should later sweep points' tasks
+#: be much slower than the probe
+MAX_BATCH_GROWTH = 8
 #: finished tasks are written to the checkpoint at most this often (and once more at the end or on
 #: Ctrl-C): a kill loses at most this many seconds of work, and a sweep of millisecond runs writes a
 #: few files, not one per batch (113 writes and fsyncs were a sixth of 002-fig5's wall time)
 CHECKPOINT_SECONDS = 5.0
+
+
+class _Batch(list):  # list[TaskResult]
+    """A batch's results, which pickle as one array per variable stacked over the batch, not one per run.
+
+    What a worker sends back is pickled there and unpickled in the main process: as a dict of a
+    dozen small arrays per run, that cost a sub-millisecond run's own time again (about 50 us per
+    run). Stacked, they are a few arrays per batch. Unpickled, each run's value is a view of its
+    row of the stacked array, with the same bits; a variable missing from some runs, or shaped
+    differently in some, is sent run by run.
+    """
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        orders: dict[tuple[str, ...], int] = {}  # each run's variable names, in its own order
+        which = [orders.setdefault(tuple(result.values), len(orders)) for result in self]
+        stacked: dict[str, np.ndarray] = {}
+        for name in dict.fromkeys(name for names in orders for name in names):
+            found = stack_values(self, name)
+            # every run's own dtype is the stack's, so each gets back an array equal to its own in type and bits
+            if found is not None and all(
+                isinstance(v := result.values[name], np.ndarray) and v.dtype == found.dtype for result in self
+            ):
+                stacked[name] = found
+        loose = [{k: v for k, v in result.values.items() if k not in stacked} for result in self]
+        keys = [result.key for result in self]
+        return _unpack, (keys, list(orders), which, stacked, loose if any(loose) else None)
+
+
+def _unpack(
+    keys: list[tuple[int, ...]],
+    orders: list[tuple[str, ...]],
+    which: list[int],
+    stacked: dict[str, np.ndarray],
+    loose: list[dict[str, np.ndarray]] | None,
+) -> _Batch:
+    """The results :meth:`_Batch.__reduce__` packed."""
+    batch = _Batch()
+    for i, key in enumerate(keys):
+        own = loose[i] if loose is not None else {}
+        values = {name: stacked[name][i, ...] if name in stacked else own[name] for name in orders[which[i]]}
+        batch.append(TaskResult(key, values))
+    return batch
 
 
 class _BatchRunner:
@@ -68,22 +126,31 @@ class _BatchRunner:
         self.builder = builder
 
     def __call__(self, batch: Sequence[Task]) -> list[TaskResult]:
-        return [run_task(task, self.builder) for task in batch]
+        return _Batch(run_task(task, self.builder) for task in batch)
 
     def __reduce__(self) -> tuple[type, tuple[None]]:
         return (_BatchRunner, (None,))
 
 
-def batches(todo: Sequence[Task], workers: int) -> list[list[Task]]:
-    """Consecutive tasks in batches: at least ``BATCHES_PER_WORKER`` per worker, at most ``MAX_BATCH`` tasks each.
+def batches(todo: Sequence[Task], workers: int, size: int = MAX_BATCH) -> list[list[Task]]:
+    """Consecutive tasks in batches: at least ``BATCHES_PER_WORKER`` per worker, at most ``size`` tasks each
+    (by default ``MAX_BATCH``; :func:`batch_size` from a timed task).
 
     The numbers never depend on this: each task draws from its own seed.
     """
     if not todo:
         return []
-    count = min(len(todo), max(BATCHES_PER_WORKER * max(workers, 1), -(-len(todo) // MAX_BATCH)))
+    count = min(len(todo), max(BATCHES_PER_WORKER * max(workers, 1), -(-len(todo) // max(size, 1))))
     bounds = [round(i * len(todo) / count) for i in range(count + 1)]
     return [list(todo[a:b]) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def batch_size(seconds: float) -> int:
+    """Tasks per batch for tasks taking ``seconds`` each: ``MAX_BATCH``, or more for tasks so fast that
+    ``MAX_BATCH`` of them take less than ``BATCH_SECONDS`` (at most ``MAX_BATCH_GROWTH`` times more)."""
+    if not seconds > 0:
+        return MAX_BATCH
+    return max(MAX_BATCH, min(MAX_BATCH_GROWTH * MAX_BATCH, int(BATCH_SECONDS / seconds)))
 
 
 def _parallelism(runner: Executor) -> int:
@@ -159,20 +226,36 @@ def execute(
     if progress:
         progress(len(results), len(todo))
     rest = [t for t in todo if t.key not in done]
-    work = batches(rest, _parallelism(runner))
+    parallel = _parallelism(runner)
     unsaved: list[TaskResult] = []
     saved_at = time.monotonic()
+
+    def finished(batch: Sequence[TaskResult]) -> None:
+        nonlocal unsaved, saved_at
+        results.extend(batch)
+        if checkpoint is not None:
+            unsaved.extend(batch)
+            if time.monotonic() - saved_at >= CHECKPOINT_SECONDS:
+                checkpoint.save(unsaved)
+                unsaved, saved_at = [], time.monotonic()
+        if progress:
+            progress(len(results), len(todo))
+
     try:
-        with one_blas_thread():  # entered once for the tasks this process runs, not once per task
+        # one BLAS limit for the tasks this process runs, not one per task; workers forked meanwhile start
+        # with the plugins already built here
+        with one_blas_thread(), shared_builder(todo[0].run if todo else "", scenario.builder):
+            size = MAX_BATCH
+            if parallel > 1 and len(rest) >= PROBE_TASKS:  # a few tasks timed here size the batches
+                here, fastest = _BatchRunner(scenario.builder), math.inf
+                for task in rest[:PROBE_RUNS]:
+                    probe_started = time.perf_counter()
+                    finished(here([task]))
+                    fastest = min(fastest, time.perf_counter() - probe_started)
+                size, rest = batch_size(fastest), rest[PROBE_RUNS:]
+            work = batches(rest, parallel, size)
             for batch in runner.run(_BatchRunner(scenario.builder), work) if work else ():
-                results.extend(batch)
-                if checkpoint is not None:
-                    unsaved.extend(batch)
-                    if time.monotonic() - saved_at >= CHECKPOINT_SECONDS:
-                        checkpoint.save(unsaved)
-                        unsaved, saved_at = [], time.monotonic()
-                if progress:
-                    progress(len(results), len(todo))
+                finished(batch)
     except BaseException:  # Ctrl-C, a failing task: the finished tasks are kept, so a resume skips them
         if checkpoint is not None and unsaved:
             with contextlib.suppress(Exception):  # the error being raised is the one to report

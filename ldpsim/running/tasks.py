@@ -34,8 +34,10 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from ..estimation.estimator import Estimator
 from ..estimation.observations import Observations
 from ..model.memoized import MemoizedMechanism
+from ..model.metric import Metric
 from ..model.variables import DOMAIN, Variable
 from ..plugin.registry import get_registry
 from ..results.noisy import noisy_distribution
@@ -79,6 +81,27 @@ class TaskResult:
         return self.values[name]
 
 
+def stack_values(results: Sequence[TaskResult], name: str) -> np.ndarray | None:
+    """The values of ``name`` of every result stacked on a new first axis, or None unless every result has one
+    and all have one shape (what ``np.stack`` would give then, bit for bit).
+
+    Checkpoints and batches sent back by workers store a batch's values this way, one array per
+    variable instead of one per run: ``np.stack`` over thousands of small arrays spends its time
+    in Python (converting, shaping and expanding each), a tenth of a sweep of sub-millisecond
+    runs. ``np.array`` makes the same array in C; its shape and dtype say whether it is the stack.
+    """
+    values = [result.values.get(name) for result in results]
+    first = values[0] if values else None
+    if not isinstance(first, np.ndarray) or first.dtype.kind == "O":
+        return None
+    try:
+        out = np.array(values)
+    except (ValueError, TypeError):  # ragged, or something that is not an array
+        return None
+    # a value of another shape (or None) gives another shape, or object entries
+    return out if out.shape == (len(values), *first.shape) and out.dtype.kind != "O" else None
+
+
 def _rng(seed: int, *key: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
 
@@ -94,6 +117,28 @@ def _builder_for(task: Task) -> Builder:
         _worker_builder.clear()
         _worker_builder[key] = Builder(task.base_dir, registry)
     return _worker_builder[key]
+
+
+@contextmanager
+def shared_builder(run: str, builder: Builder | None) -> Iterator[None]:
+    """Inside, ``builder`` is this process's builder for the run ``run``: worker processes forked meanwhile start
+    with it (a copy of the parent's memory) instead of building every sweep point's plugins again.
+
+    A pool of a sweep's workers otherwise rebuilds, in every worker, the setups the parent already
+    built when it checked the scenario; workers started otherwise (spawned, on other machines) find
+    no builder here and build their own as before. The numbers are the same either way: a setup is
+    a function of the scenario. Found only under the builder's own registry (see :func:`_builder_for`).
+    """
+    if builder is None:
+        yield
+        return
+    key = (run, id(builder.registry))
+    _worker_builder.clear()
+    _worker_builder[key] = builder
+    try:
+        yield
+    finally:
+        _worker_builder.pop(key, None)
 
 
 def simulate(task: Task, builder: Builder | None = None) -> tuple[Setup, np.ndarray, Observations]:
@@ -168,9 +213,10 @@ def run_task(task: Task, builder: Builder | None = None) -> TaskResult:
         return _run_task(task, builder)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Run:
-    """The task-level values the ``source="task"`` variables read (by their ``attr``)."""
+    """The task-level values the ``source="task"`` variables read (by their ``attr``); made once per task
+    (slotted, not frozen: a frozen dataclass sets each field through ``object.__setattr__``)."""
 
     truth: np.ndarray
     noisy: np.ndarray | None
@@ -180,29 +226,85 @@ class _Run:
     privacy_over_time: np.ndarray | None = None
 
 
+#: how :func:`_estimated` fills a variable: the metrics' scores, a field of every Estimate, a plugin's output
+_SCORES, _FIELD, _OUTPUT = range(3)
+
+
+@dataclass(frozen=True)
+class _Recipe:
+    """What every task of one setup computes, sorted out once per setup (see :func:`_recipe`).
+
+    A sweep of sub-millisecond runs spent as long on its per-run bookkeeping as on the runs:
+    declaring the variables again, asking each variable where its value comes from, the cohorts'
+    privacy levels. These depend on the setup alone, so they are found once and read by every task.
+    """
+
+    variables: tuple[Variable, ...]
+    #: (how, name, key, dtype, variable) for each variable an estimate fills, in declaration order (the values'
+    #: order): a variable's ``key`` is a property, read thousands of times per sweep otherwise
+    steps: tuple[tuple[int, str, str, Any, Variable], ...]
+    #: (name, key, dtype) of the variables read from the task itself (:class:`_Run`), in declaration order
+    task_variables: tuple[tuple[str, str, Any], ...]
+    estimators: tuple[Estimator, ...]
+    metrics: tuple[Metric, ...]
+    #: whether some estimator or metric declares outputs of its own (else every estimate's extras are empty)
+    outputs: bool
+    #: :func:`cohort_privacy` of the setup's cohorts (copied into each task's result)
+    privacy: np.ndarray | None
+
+
+def _recipe(setup: Setup) -> _Recipe:
+    """The setup's :class:`_Recipe`, made by the first task that runs on it."""
+    found = setup.derived.get("recipe")
+    if found is None:
+        estimators, metrics = tuple(setup.estimators.values()), tuple(setup.metrics.values())
+        variables = declared([*estimators, *metrics])
+        steps = []
+        for var in variables:
+            if var.source == "task":
+                continue
+            if var.source == "metric" and var.name in _CORE_NAMES:  # the metrics' scores: one per (metric, estimate)
+                how = _SCORES
+            elif var.name in _CORE_NAMES:  # a field of every Estimate
+                how = _FIELD
+            else:  # a plugin's declared output
+                how = _OUTPUT
+            steps.append((how, var.name, var.key, var.dtype, var))
+        found = _Recipe(
+            variables,
+            tuple(steps),
+            tuple((var.name, var.key, var.dtype) for var in variables if var.source == "task"),
+            estimators,
+            metrics,
+            any(step[0] == _OUTPUT for step in steps),
+            cohort_privacy(setup.cohorts),
+        )
+        setup.derived["recipe"] = found
+    return found
+
+
 def _run_task(task: Task, builder: Builder | None) -> TaskResult:
     started = time.perf_counter()
     setup, truth, observations = simulate(task, builder)
     simulated = time.perf_counter() - started
-    variables = declared([*setup.estimators.values(), *setup.metrics.values()])
+    recipe = _recipe(setup)
     if task.rounds:  # after every round, from the same users: the prefixes of their report sequences
-        per_round = [_estimated(setup, truth, observations.prefix(t), variables) for t in range(1, task.rounds + 1)]
-        values = _by_round(variables, per_round, setup.domain.size)
+        per_round = [_estimated(setup, truth, observations.prefix(t), recipe) for t in range(1, task.rounds + 1)]
+        values = _by_round(recipe.variables, per_round, setup.domain.size)
     else:
-        values = _estimated(setup, truth, observations, variables)
+        values = _estimated(setup, truth, observations, recipe)
     run = _Run(
         truth,
         noisy_distribution(observations),
         observations.n_distinct,
         setup.users,
         simulated,
-        cohort_privacy(setup.cohorts),
+        None if recipe.privacy is None else recipe.privacy.copy(),
     )
-    for var in variables:
-        if var.source == "task":
-            value = getattr(run, var.key)
-            if value is not None:
-                values[var.name] = np.asarray(value, dtype=var.dtype)
+    for name, key, dtype in recipe.task_variables:
+        value = getattr(run, key)
+        if value is not None:
+            values[name] = np.asarray(value, dtype=dtype)
     return TaskResult(task.key, values)
 
 
@@ -211,32 +313,30 @@ def _run_task(task: Task, builder: Builder | None) -> TaskResult:
 _CORE_NAMES = frozenset(var.name for var in CORE)
 
 
-def _estimated(
-    setup: Setup, truth: np.ndarray, observations: Observations, variables: tuple[Variable, ...]
-) -> dict[str, np.ndarray]:
+def _estimated(setup: Setup, truth: np.ndarray, observations: Observations, recipe: _Recipe) -> dict[str, np.ndarray]:
     """The values of the estimates' and metrics' variables for one set of observations."""
-    estimators, metrics = list(setup.estimators.values()), list(setup.metrics.values())
-    estimates = [estimator.estimate(observations) for estimator in estimators]
-    scores = [[metric(est.distribution, truth, setup.domain, est.extras) for est in estimates] for metric in metrics]
+    metrics, domain = recipe.metrics, setup.domain
+    estimates = [estimator.estimate(observations) for estimator in recipe.estimators]
+    scores = [[metric(est.distribution, truth, domain, est.extras) for est in estimates] for metric in metrics]
     extras: list[dict[str, Any]] = [{} for _ in estimates]  # estimators' and metrics' declared outputs
-    for e, est in enumerate(estimates):
-        extras[e].update(est.extras)
-        for metric in metrics:
-            if type(metric).outputs:
-                extras[e].update(metric.output_values(est.distribution, truth, setup.domain))
+    if recipe.outputs:  # without declared outputs every estimate's extras are empty
+        for e, est in enumerate(estimates):
+            extras[e].update(est.extras)
+            for metric in metrics:
+                if type(metric).outputs:
+                    extras[e].update(metric.output_values(est.distribution, truth, domain))
+    given = any(extras)  # else every optional output is absent, and the others are all fill values
     values: dict[str, np.ndarray] = {}
-    for var in variables:
-        if var.source == "task":
-            continue
-        if var.source == "metric" and var.name in _CORE_NAMES:  # the metrics' scores: one per (metric, estimate)
-            values[var.name] = np.asarray(scores, dtype=var.dtype).reshape(len(metrics), len(estimates))
-        elif var.name in _CORE_NAMES:  # a field of every Estimate
-            values[var.name] = np.asarray([getattr(est, var.key) for est in estimates], dtype=var.dtype)
-        else:  # a plugin's declared output: the fill value where an estimate has none
-            found = [x.get(var.name) for x in extras]
+    for how, name, key, dtype, var in recipe.steps:
+        if how == _FIELD:
+            values[name] = np.asarray([getattr(est, key) for est in estimates], dtype=dtype)
+        elif how == _SCORES:
+            values[name] = np.asarray(scores, dtype=dtype).reshape(len(metrics), len(estimates))
+        elif given or not var.optional:  # the fill value where an estimate has none
+            found = [x.get(name) for x in extras]
             if var.optional and all(v is None for v in found):
                 continue  # no estimate gave it: absent from this task's result
-            values[var.name] = _stack(var, found, setup.domain.size)
+            values[name] = _stack(var, found, domain.size)
     return values
 
 

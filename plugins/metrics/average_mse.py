@@ -56,9 +56,18 @@ class AverageMSE(Metric):
         diff = estimate - truth
         if self.aggregate == "histogram":
             return self.users * float(diff @ diff)
-        f = np.asarray(domain.coords()["value"], float) if self.weights is None else np.asarray(self.weights, float)
+        f = _numeric_values(domain) if self.weights is None else np.asarray(self.weights, float)
         error = float(f @ diff)
         return self.users * error * error
+
+
+@lru_cache(maxsize=16)
+def _numeric_values(domain: Domain) -> np.ndarray:
+    """The domain's values as floats, read-only; made once per domain (equal domains have equal values):
+    the metric scores every estimate of every run of a sweep on one domain."""
+    values = np.asarray(domain.coords()["value"], float)
+    values.setflags(write=False)
+    return values
 
 
 #: the largest LP (variables: sums of positive probability x candidate posterior means) cip-mse solves
