@@ -24,8 +24,10 @@ selection, local hashing, sketches: millions of distinct reports), the Hessian i
 deterministic sample of them (:func:`sampled_rows`): an estimate that makes the Newton steps inexact
 but still descent steps, checked by the exact line search and certificate. Otherwise, and whenever
 the Newton iterations stall, the solver hands over to SQUAREM (:func:`~ldpsim.estimation.engine.gibu`), which is what ``mle`` ran before (its
-passes over a small structured likelihood's exact dense rows, :data:`DENSE_PASS_MAX_SIZE`). On
-request (``hessian="cg"``) Newton systems are solved instead by conjugate gradients through the
+passes over a small structured likelihood's exact dense rows, :data:`DENSE_PASS_MAX_SIZE`). On a
+large domain whose operator reads a few of its columns cheaply (a convolution on a 64 x 64 grid or
+larger), the Newton iterations run on an active set, the MLE's likely support, certified on the whole
+domain (:func:`_active_set`). On request (``hessian="cg"``) Newton systems are solved instead by conjugate gradients through the
 likelihood's structured operator. Everything is deterministic: fixed rules, no randomness.
 """
 
@@ -58,10 +60,11 @@ HESSIANS = ("auto", "sampled", "cg", "active")
 #: the active set (see :func:`_active_set`): a Hessian over its values costs at most this many multiply-adds
 #: (D |S|^2 in single precision: about a second on one core) ...
 ACTIVE_MAX_FLOPS = 1e11
-#: ... it starts with the values whose warm-start mass exceeds this fraction of the uniform's ...
-ACTIVE_THRESHOLD = 1e-3
-ACTIVE_MARGIN = 0.0
+#: ... after this many SQUAREM passes (ten leave nearly every value of a 64 x 64 grid above the threshold) ...
 ACTIVE_WARM_PASSES = 100
+#: ... it starts with the values whose mass exceeds this multiple of the uniform's and whose KKT condition
+#: does not push them down (gradient >= 1) ...
+ACTIVE_THRESHOLD = 1.0
 #: ... and solves at most this many restricted problems before handing over to SQUAREM
 ACTIVE_ROUNDS = 12
 #: SQUAREM passes before the Newton solver starts (cheap problems are certified by then) ...
@@ -377,12 +380,14 @@ def newton_mle(
     warm_passes
         SQUAREM passes from ``start`` before the Newton iterations (which start from their result):
         problems EM certifies quickly stay as cheap as EM. Default :data:`WARM_PASSES`, or
-        :data:`SAMPLED_WARM_PASSES` with a sampled Hessian.
+        :data:`SAMPLED_WARM_PASSES` with a sampled Hessian, :data:`ACTIVE_WARM_PASSES` on an active set.
     hessian
         "auto": form and factorize the Hessian; where that is too costly (:data:`DENSE_MAX_ENTRIES`,
         :data:`DENSE_MAX_FLOPS`), form it from a sample of rows (:func:`sampled_rows`) if the operator
-        reads its rows, else run SQUAREM. "sampled": the sampled Hessian whatever the size. "cg": conjugate gradients through
-        Hessian-vector products, whatever the size (fewer passes than SQUAREM in
+        reads its rows, else, where the operator reads a few of its columns cheaply (a convolution on a
+        large grid), iterate on an active set (:func:`_active_set`), else run SQUAREM. "sampled": the
+        sampled Hessian whatever the size. "active": the active set whatever the size (the operator must
+        read its rows). "cg": conjugate gradients through Hessian-vector products, whatever the size (fewer passes than SQUAREM in
         benchmarks/RESULTS.md, but at small eps its CG runs hit :data:`CG_MAX_ITER`: the
         preconditioner does not capture a smoothing kernel's ill-conditioning).
 
@@ -488,18 +493,21 @@ def _active_set(
     At small eps on a large grid the MLE is zero on most values (3,919 of 4,096 on a 64 x 64 grid at
     eps = 0.25), so a dense Hessian over the whole domain is wasted on values the MLE drops, and beyond a
     few thousand values it cannot be formed at all. As in mixsqp's active-set method, the restricted
-    problem on a candidate support S (values with mass after the warm start, and those whose KKT
-    condition is violated) is solved by the interior-point iterations with the exact Hessian over S,
+    problem on a candidate support S (after :data:`ACTIVE_WARM_PASSES` SQUAREM passes, the values with
+    more than :data:`ACTIVE_THRESHOLD` times the uniform's mass that EM is not draining, gradient >= 1)
+    is solved by the interior-point iterations with the exact Hessian over S,
     formed in single precision from the exact columns ``H[:, S]`` (:func:`~ldpsim.estimation.operators.
     exact_block`); its products still go through the whole operator (an FFT pass costs less than a dense
     D x |S| product). Then one pass over the whole domain checks the KKT condition everywhere: the values
-    that violate it join S, the restricted zeros leave it, and the next restricted problem starts from
-    the last solution. Only the whole domain's certificate (:meth:`Likelihood.certificate`) ends the
+    that violate it join S (the most violated first, at most as many as S keeps), the restricted zeros
+    leave it, and the next restricted problem starts from the last solution. Only the whole domain's certificate (:meth:`Likelihood.certificate`) ends the
     iterations, so the result is certified exactly as SQUAREM's would be.
 
     When S outgrows a Hessian of :data:`ACTIVE_MAX_FLOPS`, the rounds stall (:data:`ACTIVE_ROUNDS`), or
-    the result is less likely than the warm start, SQUAREM continues from the likelier start: what
-    ``mle`` runs on such domains without this path.
+    the result is less likely than the warm start, SQUAREM continues from the warm start: what ``mle``
+    runs on such domains without this path. The MLE's support decides the cost: 177 values on a 64 x 64
+    grid (n = 10^5), about 820 on a 128 x 128 and about 1,800 on a 256 x 256 one (n = 10^6, eps = 0.25),
+    where each Hessian over S costs seconds (benchmarks/RESULTS.md).
     """
     from .engine import _columns
     from .operators import exact_block
@@ -513,13 +521,14 @@ def _active_set(
     loglik, grad = likelihood.em_parts(theta)
     count += 1
     g = grad / likelihood.n
-    columns = np.flatnonzero((theta * size > ACTIVE_THRESHOLD) & (g > 1.0 - ACTIVE_MARGIN))
+    columns = np.flatnonzero((theta * size > ACTIVE_THRESHOLD) & (g >= 1.0))
+    if columns.size == 0:  # no value stands out yet: the likeliest few start
+        columns = np.sort(np.argsort(-theta, kind="stable")[: min(size, 64)])
     if columns.size > budget:  # the most likely values first: violators join in the next rounds
         columns = np.sort(columns[np.argsort(-theta[columns], kind="stable")[:budget]])
     everyone = np.arange(rows)
     block = exact_block(H, everyone, columns, np.float32)
     x = theta[columns]
-    best_theta, best_loglik = warm.theta, warm.loglik
     for _ in range(ACTIVE_ROUNDS):
         if block is None or count >= max_iter:
             break
@@ -537,8 +546,6 @@ def _active_set(
         loglik, grad = likelihood.em_parts(theta)
         count += 1
         kkt, gap = likelihood.certificate(grad)
-        if loglik >= best_loglik:
-            best_theta, best_loglik = theta, loglik
         if kkt < tol and loglik >= warm.loglik:
             return EMResult(theta, loglik, count - 1, True, np.array(history) if trace else None, "kkt", kkt, gap)
         g = grad / likelihood.n
@@ -557,9 +564,10 @@ def _active_set(
             break
         new_block[:, ~old] = part
         columns, block, x = grown, new_block, theta[grown]
-    # SQUAREM from the likelier of the warm start and the active set's best, mixed to full support
-    mixed = (1.0 - _MIX) * best_theta + _MIX / size
-    em = gibu(passes, mixed, stop="kkt", tol=tol, max_iter=max(0, max_iter - count), trace=trace, accelerate="squarem")
+    # SQUAREM from the warm start: an active set's iterate has exact zeros, which EM raises only from a trace of
+    # mass, thousands of times slower (136,501 passes on a 64 x 64 grid where SQUAREM from the warm start takes 12,000)
+    start = (1.0 - _MIX) * warm.theta + _MIX / size
+    em = gibu(passes, start, stop="kkt", tol=tol, max_iter=max(0, max_iter - count), trace=trace, accelerate="squarem")
     history.extend(em.trace if em.trace is not None else [])
     return EMResult(
         em.theta,

@@ -273,7 +273,7 @@ def exact_block(
         return None
     take = bool(getattr(operator, "rows_take_columns", False))
     out: np.ndarray = np.empty((index.size, columns.size), dtype=dtype)
-    step = max(1, _BLOCK_ENTRIES // (columns.size if take else max(1, operator.shape[1])))
+    step = max(1, _BLOCK_ENTRIES // max(1, columns.size if take else operator.shape[1]))
     for lo in range(0, index.size, step):
         part = index[lo : lo + step]
         out[lo : lo + step] = rows(part, columns) if take else np.asarray(rows(part))[:, columns]
