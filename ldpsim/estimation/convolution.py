@@ -208,7 +208,7 @@ class ConvolutionOperator(LinearOperator):
             cells = cells[columns]
         out = np.empty((rows.size, cells.shape[0]))
         ids = self._class_ids[rows]
-        chunk = max(1, _CHUNK // cells.shape[0])
+        chunk = max(1, _CHUNK // max(1, cells.shape[0]))
         for cls in np.unique(ids):
             members = np.flatnonzero(ids == cls)
             table = self._class_list[cls]

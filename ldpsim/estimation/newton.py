@@ -527,7 +527,7 @@ def _active_set(
     if columns.size > budget:  # the most likely values first: violators join in the next rounds
         columns = np.sort(columns[np.argsort(-theta[columns], kind="stable")[:budget]])
     everyone = np.arange(rows)
-    block = exact_block(H, everyone, columns, np.float32)
+    block = exact_block(H, everyone, columns, np.float32) if columns.size else None
     x = theta[columns]
     for _ in range(ACTIVE_ROUNDS):
         if block is None or count >= max_iter:
