@@ -189,7 +189,7 @@ class ConvolutionOperator(LinearOperator):
         """Rows ``H[rows, :]``, or ``H[rows][:, columns]``, as a dense array, each entry a sum of positive terms.
 
         ``columns`` reads only those values' entries: an active-set solver on a large grid needs the
-        columns of the MLE's few thousand support values, and the whole rows (D x |X|) would not fit.
+        columns of the MLE's few thousand support values, and the whole rows (``D x |X|``) would not fit.
         Every entry is computed as in the whole rows, so the two agree exactly.
         """
         rows = np.asarray(rows, dtype=np.int64)

@@ -27,8 +27,8 @@ the Newton iterations stall, the solver hands over to SQUAREM (:func:`~ldpsim.es
 passes over a small structured likelihood's exact dense rows, :data:`DENSE_PASS_MAX_SIZE`). On a
 large domain whose operator reads a few of its columns cheaply (a convolution on a 64 x 64 grid or
 larger), the Newton iterations run on an active set, the MLE's likely support, certified on the whole
-domain (:func:`_active_set`). On request (``hessian="cg"``) Newton systems are solved instead by conjugate gradients through the
-likelihood's structured operator. Everything is deterministic: fixed rules, no randomness.
+domain (:func:`_active_set`). On request (``hessian="cg"``) Newton systems are solved instead by
+conjugate gradients through the likelihood's structured operator. Everything is deterministic: fixed rules, no randomness.
 """
 
 from __future__ import annotations
@@ -391,7 +391,8 @@ def newton_mle(
         reads its rows, else, where the operator reads a few of its columns cheaply (a convolution on a
         large grid), iterate on an active set (:func:`_active_set`), else run SQUAREM. "sampled": the
         sampled Hessian whatever the size. "active": the active set whatever the size (the operator must
-        read its rows). "cg": conjugate gradients through Hessian-vector products, whatever the size (fewer passes than SQUAREM in
+        read its rows). "cg": conjugate gradients through Hessian-vector products, whatever the size
+        (fewer passes than SQUAREM in
         benchmarks/RESULTS.md, but at small eps its CG runs hit :data:`CG_MAX_ITER`: the
         preconditioner does not capture a smoothing kernel's ill-conditioning).
 
@@ -499,17 +500,18 @@ def _active_set(
     few thousand values it cannot be formed at all. As in mixsqp's active-set method, the restricted
     problem on a candidate support S (after :data:`ACTIVE_WARM_PASSES` SQUAREM passes, the values with
     more than :data:`ACTIVE_THRESHOLD` times the uniform's mass that EM is not draining, gradient >= 1)
-    is solved by the interior-point iterations with the exact Hessian over S,
-    formed in single precision from the exact columns ``H[:, S]`` (:func:`~ldpsim.estimation.operators.
-    exact_block`); its products still go through the whole operator (an FFT pass costs less than a dense
-    D x |S| product). Then one pass over the whole domain checks the KKT condition everywhere: the values
-    that violate it join S (the most violated first, at most as many as S keeps), the restricted zeros
-    leave it, and the next restricted problem starts from the last solution. Only the whole domain's certificate (:meth:`Likelihood.certificate`) ends the
-    iterations, so the result is certified exactly as SQUAREM's would be.
+    is solved by the interior-point iterations with the exact Hessian over S, formed in single precision
+    from the exact columns ``H[:, S]`` (:func:`~ldpsim.estimation.operators.exact_block`); its products
+    still go through the whole operator (an FFT pass costs less than a dense D x |S| product). Then one
+    pass over the whole domain checks the KKT condition everywhere: the values that violate it join S
+    (the most violated first, at most as many as S keeps), the restricted zeros leave it, and the next
+    restricted problem starts from the last solution. Only the whole domain's certificate
+    (:meth:`Likelihood.certificate`) ends the iterations, so the result is certified exactly as
+    SQUAREM's would be.
 
-    When S starts or grows beyond a Hessian of :data:`ACTIVE_MAX_FLOPS`, the rounds stall (:data:`ACTIVE_ROUNDS`), or
-    the result is less likely than the warm start, SQUAREM continues from the warm start: what ``mle``
-    runs on such domains without this path. The MLE's support decides the cost: 177 values on a 64 x 64
+    When S starts or grows beyond a Hessian of :data:`ACTIVE_MAX_FLOPS`, the rounds stall
+    (:data:`ACTIVE_ROUNDS`), or the result is less likely than the warm start, SQUAREM continues from the
+    warm start: what ``mle`` runs on such domains without this path. The MLE's support decides the cost: 177 values on a 64 x 64
     grid (n = 10^5), about 820 on a 128 x 128 and about 1,800 on a 256 x 256 one (n = 10^6, eps = 0.25),
     where each Hessian over S costs seconds (benchmarks/RESULTS.md).
     """
