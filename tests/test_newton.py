@@ -323,3 +323,58 @@ def test_a_grid_beyond_the_float64_hessian_gets_every_row_in_single_precision(rn
     result, em = _check_against_squarem_with(lik)
     assert result.iterations <= 60 and em.iterations > 20 * result.iterations
     assert np.sum(result.theta == 0) > np.sum(em.theta == 0)  # the MLE's zeros, exact
+
+
+def _grid_likelihood(rng, side=24, eps=0.25, users=20_000):
+    domain = ldpsim.Grid(rows=side, cols=side, cell=1.0)
+    mech = make("mechanism", "planar-geometric", domain, eps=eps)
+    values = rng.choice(domain.size, users, p=rng.dirichlet(np.full(domain.size, 0.1)))
+    return Likelihood(Observations.from_reports(domain, [(mech, mech.sample(values, rng))]))
+
+
+def test_the_active_set_reaches_a_certified_mle_on_the_whole_domain_at_least_as_likely_as_squarem(rng):
+    """Newton on the MLE's likely support, forced on a 24 x 24 grid at eps = 0.25: the certificate is the whole
+    domain's (every value's gradient, not only the active set's), and L is at least SQUAREM's."""
+    lik = _grid_likelihood(rng)
+    em = gibu(lik, stop="kkt", tol=1e-6, accelerate="squarem", max_iter=1_000_000)
+    result = newton_mle(lik, tol=1e-6, hessian="active")
+    assert result.converged and result.rule == "kkt"
+    kkt, gap = lik.certificate(lik.gradient(result.theta))  # the whole domain's, recomputed
+    assert kkt < 1e-6 and result.kkt == pytest.approx(kkt, rel=1e-6, abs=1e-12)
+    assert result.loglik == pytest.approx(lik.loglik(result.theta), abs=1e-9 * abs(result.loglik))
+    assert result.loglik >= em.loglik - 1e-10 * abs(em.loglik)
+    assert np.all(result.theta >= 0) and result.theta.sum() == pytest.approx(1, abs=1e-12)
+    # the active set's exact zeros (SQUAREM's iterates never have any) and far fewer passes
+    assert np.sum(result.theta == 0) > lik.size // 2 and np.sum(em.theta == 0) == 0
+    assert result.iterations < em.iterations / 5
+
+
+def test_a_large_grid_takes_the_active_set_and_falls_back_to_squarem_beyond_its_budget(rng, monkeypatch):
+    """Where neither the float64 nor the sampled Hessian is affordable, `auto` iterates on an active set for
+    an operator that reads a few columns cheaply (a convolution); an active set beyond ACTIVE_MAX_FLOPS
+    hands over to SQUAREM from the warm start, still certified and never below it."""
+    lik = _grid_likelihood(rng)
+    monkeypatch.setattr(newton, "DENSE_MAX_FLOPS", 1.0)
+    monkeypatch.setattr(newton, "SAMPLED_MAX_FLOPS", 1.0)
+    calls = []
+    real = newton._active_set
+    monkeypatch.setattr(newton, "_active_set", lambda *a, **k: calls.append(1) or real(*a, **k))
+    active = newton_mle(lik, tol=1e-6)
+    assert calls and active.kkt < 1e-6 and np.sum(active.theta == 0) > 0
+    monkeypatch.setattr(newton, "ACTIVE_MAX_FLOPS", 1.0)  # an active set of one value at most
+    fallback = newton_mle(lik, tol=1e-6)
+    warm = gibu(lik, stop="kkt", tol=1e-6, accelerate="squarem", max_iter=newton.ACTIVE_WARM_PASSES)
+    assert fallback.converged and fallback.kkt < 1e-6 and fallback.loglik >= warm.loglik
+    assert lik.certificate(lik.gradient(fallback.theta))[0] < 1e-6
+    assert fallback.loglik >= active.loglik - lik.n * math.log1p(1e-6)
+
+
+def test_the_active_set_needs_an_operator_that_reads_its_rows(rng):
+    from scipy.sparse.linalg import aslinearoperator
+
+    lik = _grid_likelihood(rng, side=6, users=500)
+    assert isinstance(lik.H, np.ndarray)  # a small grid's dense likelihood: the active set indexes it
+    assert newton_mle(lik, tol=1e-6, hessian="active").kkt < 1e-6
+    lik.H = aslinearoperator(lik.H)  # products only
+    with pytest.raises(ldpsim.ParameterError, match="hessian: .*cannot read its rows"):
+        newton_mle(lik, hessian="active")

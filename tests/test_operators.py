@@ -13,6 +13,7 @@ import ldpsim.base.memory
 import ldpsim.estimation.operators
 from ldpsim import Categorical, Grid, Integers, Likelihood, Observations, constant_plus_column, convolution_likelihood
 from ldpsim.base.memory import MemoryLimitError
+from ldpsim.estimation.operators import exact_block
 
 #: products are FFT convolutions, whose rounding is relative to the norms: they agree with the dense
 #: products to 1e-12 of the norm, and each entry of H theta to 1 / GUARD of itself (smaller ones are recomputed)
@@ -241,3 +242,33 @@ def test_exact_rows_are_the_operator_applied_to_identity_columns(name, params, w
     lik = ldpsim.Likelihood(ldpsim.Observations.from_reports(domain, [(plan, reports)]))
     index = np.array([0, 5, 2, lik.H.shape[0] - 1])
     np.testing.assert_allclose(lik.H.rows(index), (lik.H @ np.eye(21))[index], rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("clamp", [True, False])
+def test_a_convolutions_rows_restricted_to_some_columns_are_those_columns_of_its_whole_rows(clamp):
+    """The active set reads ``H[:, S]`` alone: every entry computed as in the whole rows, so equal to the bit."""
+    rng = np.random.default_rng(3)
+    kernel = rng.random((7, 9)) + 0.01
+    shape = (5, 6)
+    outputs = np.column_stack([rng.integers(0, 4, 40), rng.integers(0, 6, 40)])
+    _, op = ldpsim.convolution_likelihood(
+        kernel, shape, outputs, start=(1, 0), window=(4, 6), clamp=clamp, column_scale=rng.random(30) + 0.5
+    )
+    index = np.array([3, 0, 17, 39, 5])
+    columns = np.array([29, 0, 7, 8, 15])
+    whole = op.rows(index)
+    np.testing.assert_array_equal(op.rows(index, columns), whole[:, columns])
+    np.testing.assert_array_equal(exact_block(op, index, columns), whole[:, columns])
+    np.testing.assert_array_equal(exact_block(op, index, columns, np.float32), whole[:, columns].astype(np.float32))
+
+
+def test_exact_blocks_of_dense_and_row_reading_operators():
+    """Without ``rows_take_columns`` an operator's whole rows are read and cut; without rows there is no block."""
+    from scipy.sparse.linalg import aslinearoperator
+
+    dense = np.arange(24.0).reshape(4, 6)
+    index, columns = np.array([2, 0]), np.array([5, 1, 1])
+    np.testing.assert_array_equal(exact_block(dense, index, columns), dense[np.ix_(index, columns)])
+    op = ldpsim.with_exact_rows(aslinearoperator(dense), lambda rows: dense[rows])
+    np.testing.assert_array_equal(exact_block(op, index, columns), dense[np.ix_(index, columns)])
+    assert exact_block(aslinearoperator(dense), index, columns) is None

@@ -182,21 +182,33 @@ class ConvolutionOperator(LinearOperator):
         return np.column_stack([self._rmatvec(col) for col in np.asarray(m).T])
 
     # ------------------------------------------------------------ exact entries
-    def rows(self, rows: np.ndarray | Sequence[int]) -> np.ndarray:
-        """Rows ``H[rows, :]`` as a dense ``(len(rows), |X|)`` array, each entry a sum of positive terms."""
-        rows = np.asarray(rows, dtype=np.int64)
-        return self._exact(rows) * self.row_scale[rows, None]
+    #: :meth:`rows` reads a subset of the columns at their cost alone (see ``operators.exact_block``)
+    rows_take_columns = True
 
-    def _exact(self, rows: np.ndarray) -> np.ndarray:
-        """Unscaled rows: P(z_d | x) up to the factor the caller applies after the operator.
+    def rows(self, rows: np.ndarray | Sequence[int], columns: np.ndarray | Sequence[int] | None = None) -> np.ndarray:
+        """Rows ``H[rows, :]``, or ``H[rows][:, columns]``, as a dense array, each entry a sum of positive terms.
+
+        ``columns`` reads only those values' entries: an active-set solver on a large grid needs the
+        columns of the MLE's few thousand support values, and the whole rows (``D x |X|``) would not fit.
+        Every entry is computed as in the whole rows, so the two agree exactly.
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        picked = None if columns is None else np.asarray(columns, dtype=np.int64)
+        return self._exact(rows, picked) * self.row_scale[rows, None]
+
+    def _exact(self, rows: np.ndarray, columns: np.ndarray | None = None) -> np.ndarray:
+        """Unscaled rows (at ``columns`` only, if given): P(z_d | x) up to the factor the caller applies after
+        the operator.
 
         Rows are taken class by class (:attr:`classes`, grouped once at construction), so each entry is
         one kernel lookup: no search for the classes of the (rows x values) pairs.
         """
         cells = np.indices(self.grid).reshape(len(self.grid), -1).T  # (size, ndim)
+        if columns is not None:
+            cells = cells[columns]
         out = np.empty((rows.size, cells.shape[0]))
         ids = self._class_ids[rows]
-        chunk = max(1, _CHUNK // cells.shape[0])
+        chunk = max(1, _CHUNK // max(1, cells.shape[0]))
         for cls in np.unique(ids):
             members = np.flatnonzero(ids == cls)
             table = self._class_list[cls]
@@ -204,7 +216,7 @@ class ConvolutionOperator(LinearOperator):
                 part = members[lo : lo + chunk]
                 out[part] = self._at(table, self.positions[rows[part]], cells)
         if self.column_scale is not None:
-            out *= self.column_scale
+            out *= self.column_scale if columns is None else self.column_scale[columns]
         return out
 
     def _row_classes(self) -> np.ndarray:

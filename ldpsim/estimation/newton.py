@@ -24,9 +24,11 @@ selection, local hashing, sketches: millions of distinct reports), the Hessian i
 deterministic sample of them (:func:`sampled_rows`): an estimate that makes the Newton steps inexact
 but still descent steps, checked by the exact line search and certificate. Otherwise, and whenever
 the Newton iterations stall, the solver hands over to SQUAREM (:func:`~ldpsim.estimation.engine.gibu`), which is what ``mle`` ran before (its
-passes over a small structured likelihood's exact dense rows, :data:`DENSE_PASS_MAX_SIZE`). On
-request (``hessian="cg"``) Newton systems are solved instead by conjugate gradients through the
-likelihood's structured operator. Everything is deterministic: fixed rules, no randomness.
+passes over a small structured likelihood's exact dense rows, :data:`DENSE_PASS_MAX_SIZE`). On a
+large domain whose operator reads a few of its columns cheaply (a convolution on a 64 x 64 grid or
+larger), the Newton iterations run on an active set, the MLE's likely support, certified on the whole
+domain (:func:`_active_set`). On request (``hessian="cg"``) Newton systems are solved instead by
+conjugate gradients through the likelihood's structured operator. Everything is deterministic: fixed rules, no randomness.
 """
 
 from __future__ import annotations
@@ -54,7 +56,21 @@ SAMPLE_ROWS_PER_VALUE = 16
 #: ... and costs at most this many multiply-adds (about a second on one core)
 SAMPLED_MAX_FLOPS = 2e10
 #: how Newton systems are solved (see :func:`newton_mle`)
-HESSIANS = ("auto", "sampled", "cg")
+HESSIANS = ("auto", "sampled", "cg", "active")
+#: the active set (see :func:`_active_set`): a Hessian over its values costs at most this many multiply-adds
+#: (D |S|^2 in single precision: about a second on one core) ...
+ACTIVE_MAX_FLOPS = 1e11
+#: ... after this many SQUAREM passes (ten leave nearly every value of a 64 x 64 grid above the threshold) ...
+ACTIVE_WARM_PASSES = 100
+#: ... it starts with the values whose mass exceeds this multiple of the uniform's and whose KKT condition
+#: does not push them down (gradient >= 1) ...
+ACTIVE_THRESHOLD = 1.0
+#: ... and solves at most this many restricted problems before handing over to SQUAREM
+ACTIVE_ROUNDS = 12
+#: weight of the uniform mixed into each restricted problem's start: the values that join S start at zero,
+#: and the barrier lets a value that close to its bound rise by little per iteration (on a 64 x 64 grid, 1e-2
+#: took 186 passes and 66 Hessians to the MLE, 1e-10 476 and 138)
+ACTIVE_MIX = 1e-2
 #: SQUAREM passes before the Newton solver starts (cheap problems are certified by then) ...
 WARM_PASSES = 10
 #: ... and before Newton with a sampled Hessian: its problems (millions of distinct reports) are never cheap
@@ -373,12 +389,15 @@ def newton_mle(
     warm_passes
         SQUAREM passes from ``start`` before the Newton iterations (which start from their result):
         problems EM certifies quickly stay as cheap as EM. Default :data:`WARM_PASSES`, or
-        :data:`SAMPLED_WARM_PASSES` with a sampled Hessian.
+        :data:`SAMPLED_WARM_PASSES` with a sampled Hessian, :data:`ACTIVE_WARM_PASSES` on an active set.
     hessian
         "auto": form and factorize the Hessian; where that is too costly (:data:`DENSE_MAX_ENTRIES`,
         :data:`DENSE_MAX_FLOPS`), form it from a sample of rows (:func:`sampled_rows`) if the operator
-        reads its rows, else run SQUAREM. "sampled": the sampled Hessian whatever the size. "cg": conjugate gradients through
-        Hessian-vector products, whatever the size (fewer passes than SQUAREM in
+        reads its rows, else, where the operator reads a few of its columns cheaply (a convolution on a
+        large grid), iterate on an active set (:func:`_active_set`), else run SQUAREM. "sampled": the
+        sampled Hessian whatever the size. "active": the active set whatever the size (the operator must
+        read its rows). "cg": conjugate gradients through Hessian-vector products, whatever the size
+        (fewer passes than SQUAREM in
         benchmarks/RESULTS.md, but at small eps its CG runs hit :data:`CG_MAX_ITER`: the
         preconditioner does not capture a smoothing kernel's ill-conditioning).
 
@@ -407,15 +426,28 @@ def newton_mle(
                 hint="use hessian='auto'; a structured operator offers rows through ldpsim.with_exact_rows",
             )
     passes = _for_passes(likelihood, dense)
+    active = hessian == "active" or (
+        hessian == "auto" and dense is None and named is None and sample is None and _cheap_columns(likelihood)
+    )
     if warm_passes is None:
-        warm_passes = WARM_PASSES if sample is None else SAMPLED_WARM_PASSES
-    if dense is None and named is None and sample is None and hessian == "auto":
+        warm_passes = ACTIVE_WARM_PASSES if active else WARM_PASSES if sample is None else SAMPLED_WARM_PASSES
+    if hessian == "active" and not (
+        isinstance(likelihood.H, np.ndarray) or callable(getattr(likelihood.H, "rows", None))
+    ):
+        raise ParameterError(
+            "this likelihood's operator cannot read its rows",
+            field="hessian",
+            hint="use hessian='auto'; a structured operator offers rows through ldpsim.with_exact_rows",
+        )
+    if dense is None and named is None and sample is None and hessian == "auto" and not active:
         return gibu(passes, theta0, stop="kkt", tol=tol, max_iter=max_iter, trace=trace, accelerate="squarem")
     warm = gibu(
         passes, theta0, stop="kkt", tol=tol, max_iter=min(warm_passes, max_iter), trace=trace, accelerate="squarem"
     )
     if warm.converged or max_iter <= warm_passes:
         return warm
+    if active:
+        return _active_set(likelihood, passes, warm, tol, max_iter, trace)
     solver = _Solver(likelihood, dense, named, sample)
     solver.passes = warm.iterations + 1
     history: list[float] = list(warm.trace) if warm.trace is not None else []
@@ -454,6 +486,110 @@ def newton_mle(
         "kkt",
         best.kkt,
         likelihood.n * math.log1p(best.kkt),
+    )
+
+
+def _cheap_columns(likelihood: Likelihood) -> bool:
+    """Whether the likelihood's operator reads a few of its columns at their cost alone (a convolution's kernel
+    lookups), which the active set (:func:`_active_set`) needs on a domain too large for its whole rows."""
+    return callable(getattr(likelihood.H, "rows", None)) and bool(getattr(likelihood.H, "rows_take_columns", False))
+
+
+def _active_set(
+    likelihood: Likelihood, passes: Likelihood, warm: EMResult, tol: float, max_iter: int, trace: bool
+) -> EMResult:
+    """The exact MLE on a large domain whose MLE has a small support: interior-point Newton on an active set.
+
+    At small eps on a large grid the MLE is zero on most values (3,919 of 4,096 on a 64 x 64 grid at
+    eps = 0.25), so a dense Hessian over the whole domain is wasted on values the MLE drops, and beyond a
+    few thousand values it cannot be formed at all. As in mixsqp's active-set method, the restricted
+    problem on a candidate support S (after :data:`ACTIVE_WARM_PASSES` SQUAREM passes, the values with
+    more than :data:`ACTIVE_THRESHOLD` times the uniform's mass that EM is not draining, gradient >= 1)
+    is solved by the interior-point iterations with the exact Hessian over S, formed in single precision
+    from the exact columns ``H[:, S]`` (:func:`~ldpsim.estimation.operators.exact_block`); its products
+    still go through the whole operator (an FFT pass costs less than a dense D x |S| product). Then one
+    pass over the whole domain checks the KKT condition everywhere: the values that violate it join S
+    (the most violated first, at most as many as S keeps), the restricted zeros leave it, and the next
+    restricted problem starts from the last solution. Only the whole domain's certificate
+    (:meth:`Likelihood.certificate`) ends the iterations, so the result is certified exactly as
+    SQUAREM's would be.
+
+    When S starts or grows beyond a Hessian of :data:`ACTIVE_MAX_FLOPS`, the rounds stall
+    (:data:`ACTIVE_ROUNDS`), or the result is less likely than the warm start, SQUAREM continues from the
+    warm start: what ``mle`` runs on such domains without this path. The MLE's support decides the cost: 177 values on a 64 x 64
+    grid (n = 10^5), about 820 on a 128 x 128 and about 1,800 on a 256 x 256 one (n = 10^6, eps = 0.25),
+    where each Hessian over S costs seconds (benchmarks/RESULTS.md).
+    """
+    from .engine import _columns
+    from .operators import exact_block
+
+    H = likelihood.H
+    size, rows = likelihood.size, H.shape[0]
+    budget = int(math.sqrt(ACTIVE_MAX_FLOPS / rows))
+    history: list[float] = list(warm.trace) if warm.trace is not None else []
+    count = warm.iterations + 1  # passes so far, the warm start's included
+    theta = warm.theta
+    loglik, grad = likelihood.em_parts(theta)
+    count += 1
+    g = grad / likelihood.n
+    columns = np.flatnonzero((theta * size > ACTIVE_THRESHOLD) & (g >= 1.0))
+    if columns.size == 0:  # no value stands out yet: the likeliest few start
+        columns = np.sort(np.argsort(-theta, kind="stable")[: min(size, 64)])
+    everyone = np.arange(rows)
+    # more candidates than a Hessian can hold: the support found by rounds would be too (a 256 x 256 grid at
+    # n = 10^6 starts from 6,169 values and keeps about 1,800), so SQUAREM goes on at once rather than after
+    # minutes of rounds
+    block = exact_block(H, everyone, columns, np.float32) if 0 < columns.size <= budget else None
+    x = theta[columns]
+    for _ in range(ACTIVE_ROUNDS):
+        if block is None or count >= max_iter:
+            break
+        mask = np.zeros(size, dtype=bool)
+        mask[columns] = True
+        solver = _Solver(likelihood, None, sample=RowSample(everyone, likelihood.counts / likelihood.n, block))
+        solver.H = H[:, columns] if isinstance(H, np.ndarray) else H if columns.size == size else _columns(H, mask)
+        start = x / x.sum()
+        pt = _interior_point(solver, (1.0 - ACTIVE_MIX) * start + ACTIVE_MIX / start.size, tol, history)
+        count += solver.passes
+        if not (pt.kkt < tol and math.isfinite(pt.loglik)):
+            break
+        theta = np.zeros(size)
+        theta[columns] = pt.x / pt.x.sum()
+        loglik, grad = likelihood.em_parts(theta)
+        count += 1
+        kkt, gap = likelihood.certificate(grad)
+        if kkt < tol and loglik >= warm.loglik:
+            return EMResult(theta, loglik, count - 1, True, np.array(history) if trace else None, "kkt", kkt, gap)
+        g = grad / likelihood.n
+        kept = columns[pt.x > 0]
+        joining = np.flatnonzero((g > 1.0 + tol) & ~mask)
+        if joining.size == 0 or kept.size >= budget:
+            break
+        # the most violated first, at most as many as stay: S no more than doubles per round
+        joining = joining[np.argsort(-g[joining], kind="stable")[: min(budget - kept.size, max(kept.size, 64))]]
+        grown = np.union1d(kept, joining)
+        new_block = np.empty((rows, grown.size), dtype=np.float32)
+        old = np.isin(grown, kept)
+        new_block[:, old] = block[:, np.searchsorted(columns, kept)]
+        part = exact_block(H, everyone, grown[~old], np.float32)
+        if part is None:
+            break
+        new_block[:, ~old] = part
+        columns, block, x = grown, new_block, theta[grown]
+    # SQUAREM from the warm start: an active set's iterate has exact zeros, which EM raises only from a trace of
+    # mass, thousands of times slower (136,501 passes on a 64 x 64 grid where SQUAREM from the warm start takes 12,000)
+    start = (1.0 - _MIX) * warm.theta + _MIX / size
+    em = gibu(passes, start, stop="kkt", tol=tol, max_iter=max(0, max_iter - count), trace=trace, accelerate="squarem")
+    history.extend(em.trace if em.trace is not None else [])
+    return EMResult(
+        em.theta,
+        em.loglik,
+        count + em.iterations,
+        em.converged,
+        np.array(history) if trace else None,
+        "kkt",
+        em.kkt,
+        em.gap,
     )
 
 

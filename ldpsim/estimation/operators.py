@@ -296,6 +296,37 @@ def with_min_entry(operator: LinearOperator, bound: float) -> LinearOperator:
     return operator
 
 
+#: entries of whole rows read at a time when an operator's rows cannot be restricted to some columns
+_BLOCK_ENTRIES = 1 << 22
+
+
+def exact_block(
+    operator: np.ndarray | LinearOperator, index: np.ndarray, columns: np.ndarray, dtype: type = np.float64
+) -> np.ndarray | None:
+    """``H[index][:, columns]`` exactly, as a dense ``dtype`` array, or None if ``H`` cannot read its rows.
+
+    A dense likelihood is indexed; an operator with exact rows (``rows(index)``, see
+    :func:`with_exact_rows`) that declares ``rows_take_columns`` (a convolution, whose entries are
+    kernel lookups) computes only those columns; any other reads whole rows a block at a time and keeps
+    the columns, so its memory stays bounded by :data:`_BLOCK_ENTRIES` plus the result. The exact-MLE
+    solver's active set (:mod:`ldpsim.estimation.newton`) reads the columns of the values it keeps.
+    """
+    index = np.asarray(index, dtype=np.intp)
+    columns = np.asarray(columns, dtype=np.intp)
+    if isinstance(operator, np.ndarray):
+        return np.asarray(operator[np.ix_(index, columns)], dtype=dtype)
+    rows = getattr(operator, "rows", None)
+    if not callable(rows):
+        return None
+    take = bool(getattr(operator, "rows_take_columns", False))
+    out: np.ndarray = np.empty((index.size, columns.size), dtype=dtype)
+    step = max(1, _BLOCK_ENTRIES // max(1, columns.size if take else operator.shape[1]))
+    for lo in range(0, index.size, step):
+        part = index[lo : lo + step]
+        out[lo : lo + step] = rows(part, columns) if take else np.asarray(rows(part))[:, columns]
+    return out
+
+
 def constant_plus_intervals(runs: np.ndarray, size: int, r: float) -> LinearOperator:
     """``H[d, x] = 1`` for ``runs[d, 0] <= x < runs[d, 1]``, else ``r``: ``O(|X| + D)`` per product by prefix sums.
 
