@@ -41,21 +41,18 @@ class Domain(Configurable):
     kind: ClassVar[str] = "domain"
     #: names of the result dimensions that index this domain
     dims: ClassVar[tuple[str, ...]] = ("value",)
+    _DERIVED: ClassVar[tuple[str, ...]] = (*Configurable._DERIVED, "_size_cache")
 
     @property
     def size(self) -> int:
         """The number of values, kept once found: read twenty times per run of a sweep (estimators, metrics, the
         simulation), it was a tenth of a sub-millisecond run's bookkeeping through ``shape``. Setting any
-        attribute forgets it (see :meth:`__setattr__`)."""
+        attribute forgets it (a derived cache, see ``Configurable._DERIVED``)."""
         size = self.__dict__.get("_size_cache")
         if size is None:
             # math.prod, not np.prod: numpy's reduction set-up dominated small sweeps
             size = self.__dict__["_size_cache"] = int(math.prod(self.shape))
         return size
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        self.__dict__.pop("_size_cache", None)
-        super().__setattr__(name, value)
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -389,6 +389,9 @@ class Configurable:
 
     name: ClassVar[str] = ""
     kind: ClassVar[str] = "plugin"
+    #: attributes computed from the others and kept in ``__dict__``: setting any attribute forgets them (a
+    #: subclass that keeps one more adds its name)
+    _DERIVED: ClassVar[tuple[str, ...]] = ("_identity_cache",)
 
     def __init__(self, **params: Any):
         declared = self.parameters()
@@ -467,7 +470,8 @@ class Configurable:
         return cached
 
     def __setattr__(self, name: str, value: Any) -> None:
-        self.__dict__.pop("_identity_cache", None)
+        for derived in self._DERIVED:
+            self.__dict__.pop(derived, None)
         object.__setattr__(self, name, value)
 
     def __eq__(self, other: object) -> bool:
