@@ -210,9 +210,7 @@ class Estimator(Configurable):
         # the sum is finite exactly when every entry is (a NaN or an infinity makes it NaN or infinite; finite
         # entries whose sum overflows fail the sum's test anyway): one reduction fewer than np.isfinite's
         total = dist.sum() if dist.shape == (size,) else math.nan
-        if not (math.isfinite(total) and abs(total - 1) <= 1e-6):
-            raise ValueError(f"{self!r} returned something that is not a distribution over {size} values")
-        low = dist.min()
+        low = dist.min() if math.isfinite(total) and abs(total - 1) <= 1e-6 else math.nan
         if not low >= -1e-9:
             raise ValueError(f"{self!r} returned something that is not a distribution over {size} values")
         # nothing below zero in a contiguous array: the clipped entries are the same numbers (a -0.0 at most turns

@@ -416,31 +416,24 @@ def newton_mle(
         )
     if hessian not in HESSIANS:
         raise ParameterError(f"unknown mode {hessian!r}", field="hessian", hint=f"use one of {', '.join(HESSIANS)}")
+    reads_rows = isinstance(likelihood.H, np.ndarray) or callable(getattr(likelihood.H, "rows", None))
+    if hessian in ("sampled", "active") and not reads_rows:  # both form their Hessians from exact rows
+        raise ParameterError(
+            "this likelihood's operator cannot read its rows",
+            field="hessian",
+            hint="use hessian='auto'; a structured operator offers rows through ldpsim.with_exact_rows",
+        )
     named = named_columns(likelihood) if hessian == "auto" else None
     dense = None if hessian != "auto" or named is not None else dense_likelihood(likelihood)
     sample = None
     if hessian == "sampled" or (hessian == "auto" and dense is None and named is None):
         sample = sampled_rows(likelihood, always=hessian == "sampled")
-        if sample is None and hessian == "sampled":
-            raise ParameterError(
-                "this likelihood's operator cannot read its rows",
-                field="hessian",
-                hint="use hessian='auto'; a structured operator offers rows through ldpsim.with_exact_rows",
-            )
     passes = _for_passes(likelihood, dense)
     active = hessian == "active" or (
         hessian == "auto" and dense is None and named is None and sample is None and _cheap_columns(likelihood)
     )
     if warm_passes is None:
         warm_passes = ACTIVE_WARM_PASSES if active else WARM_PASSES if sample is None else SAMPLED_WARM_PASSES
-    if hessian == "active" and not (
-        isinstance(likelihood.H, np.ndarray) or callable(getattr(likelihood.H, "rows", None))
-    ):
-        raise ParameterError(
-            "this likelihood's operator cannot read its rows",
-            field="hessian",
-            hint="use hessian='auto'; a structured operator offers rows through ldpsim.with_exact_rows",
-        )
     if dense is None and named is None and sample is None and hessian == "auto" and not active:
         return gibu(passes, theta0, stop="kkt", tol=tol, max_iter=max_iter, trace=trace, accelerate="squarem")
     warm = gibu(
