@@ -25,9 +25,10 @@ import numpy as np
 
 from ..base.atomic import atomic_path, remove_stale_in
 from ..base.errors import LdpsimError
+from ..results.assemble import stack_values
 from ..results.io import write_error
 from .provenance import code_identity, setups_of, used_plugins
-from .tasks import TaskResult, stack_values
+from .tasks import TaskResult
 
 if TYPE_CHECKING:
     from .scenario import Scenario

@@ -21,7 +21,7 @@ from ..estimation.observations import round_channels
 from ..estimation.unbiased import check_unbiased_memory
 from ..plugin.executor import Executor
 from ..plugin.registry import get_registry
-from ..results.assemble import Layout, assemble
+from ..results.assemble import Layout, assemble, stack_values
 from ..results.io import check_output, check_overwrite, save_results
 from ..results.variables import declared
 from .build import Builder
@@ -30,7 +30,7 @@ from .paths import parse_override
 from .provenance import provenance
 from .scenario import Scenario, load_scenario
 from .simulation import check_simulation_memory
-from .tasks import Task, TaskResult, one_blas_thread, run_task, shared_builder, simulate, stack_values, tasks
+from .tasks import Task, TaskResult, one_blas_thread, run_task, shared_builder, simulate, tasks
 
 __all__ = [
     "Task",

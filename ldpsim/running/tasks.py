@@ -81,27 +81,6 @@ class TaskResult:
         return self.values[name]
 
 
-def stack_values(results: Sequence[TaskResult], name: str) -> np.ndarray | None:
-    """The values of ``name`` of every result stacked on a new first axis, or None unless every result has one
-    and all have one shape (what ``np.stack`` would give then, bit for bit).
-
-    Checkpoints and batches sent back by workers store a batch's values this way, one array per
-    variable instead of one per run: ``np.stack`` over thousands of small arrays spends its time
-    in Python (converting, shaping and expanding each), a tenth of a sweep of sub-millisecond
-    runs. ``np.array`` makes the same array in C; its shape and dtype say whether it is the stack.
-    """
-    values = [result.values.get(name) for result in results]
-    first = values[0] if values else None
-    if not isinstance(first, np.ndarray) or first.dtype.kind == "O":
-        return None
-    try:
-        out = np.array(values)
-    except (ValueError, TypeError):  # ragged, or something that is not an array
-        return None
-    # a value of another shape (or None) gives another shape, or object entries
-    return out if out.shape == (len(values), *first.shape) and out.dtype.kind != "O" else None
-
-
 def _rng(seed: int, *key: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
 
