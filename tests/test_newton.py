@@ -378,3 +378,53 @@ def test_the_active_set_needs_an_operator_that_reads_its_rows(rng):
     lik.H = aslinearoperator(lik.H)  # products only
     with pytest.raises(ldpsim.ParameterError, match="hessian: .*cannot read its rows"):
         newton_mle(lik, hessian="active")
+
+
+@st.composite
+def nonnegative_qps(draw):
+    """Positive definite quadratics, some nearly singular (a smoothing kernel's Hessian), whose minimizers over
+    y >= 0 have zero and positive components."""
+    m = draw(st.integers(1, 25))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m + draw(st.integers(0, 10)), m))
+    a *= np.logspace(0, -draw(st.integers(0, 6)), m)  # columns of very different scales
+    return a.T @ a + 1e-9 * np.eye(m), rng.standard_normal(m) * 10 ** rng.uniform(-3, 3, m), rng.random(m)
+
+
+@settings(deadline=None, max_examples=150)
+@given(nonnegative_qps())
+def test_the_active_sets_subproblem_is_solved_to_its_kkt_conditions(problem):
+    """Against its optimality conditions and scipy's NNLS (Lawson-Hanson) on the same problem written as least
+    squares: y^T B y / 2 + c^T y = |R y + R^-T c|^2 / 2 + const for B = R^T R."""
+    from scipy.linalg import cholesky, solve_triangular
+    from scipy.optimize import nnls
+
+    hess, c, start = problem
+    y = newton._nonnegative_qp(hess, c, start)
+    assert np.all(y >= 0)
+
+    def q(v):
+        return 0.5 * v @ hess @ v + c @ v
+
+    r = cholesky(hess)
+    reference, _ = nnls(r, -solve_triangular(r, c, trans="T"), maxiter=50 * c.size)
+    scale = max(1.0, abs(q(reference)))
+    assert q(y) <= q(reference) + 1e-7 * scale
+    grad = hess @ y + c  # KKT: no descent into any bound, none along any positive component
+    unit = np.sqrt(np.diag(hess))
+    tol = 1e-6 * np.abs(c / unit).max()
+    assert np.all(grad / unit >= -tol)
+    assert np.all(np.abs(grad / unit)[y > 0] <= tol)
+
+
+def test_the_column_store_returns_the_exact_columns_of_changing_active_sets(rng):
+    """Values join and leave across steps; each request is answered with exactly H[:, active] (one row each)."""
+    from ldpsim.estimation.operators import exact_block
+
+    h = rng.random((30, 50))
+    store = newton._ColumnStore(h, 30, 12, exact_block)
+    for active in ([1, 5, 9], [5, 9, 20, 21, 40], [0, 2, 40], list(range(40, 50)), [3]):
+        got = store.columns(np.array(active))
+        np.testing.assert_array_equal(got, h[:, active].T.astype(np.float32))
+    assert store.values.size <= 12 + 5  # slots are reused, not appended per request

@@ -26,8 +26,9 @@ but still descent steps, checked by the exact line search and certificate. Other
 the Newton iterations stall, the solver hands over to SQUAREM (:func:`~ldpsim.estimation.engine.gibu`), which is what ``mle`` ran before (its
 passes over a small structured likelihood's exact dense rows, :data:`DENSE_PASS_MAX_SIZE`). On a
 large domain whose operator reads a few of its columns cheaply (a convolution on a 64 x 64 grid or
-larger), the Newton iterations run on an active set, the MLE's likely support, certified on the whole
-domain (:func:`_active_set`). On request (``hessian="cg"``) Newton systems are solved instead by
+larger), each step instead minimizes the quadratic model over the values x >= 0 of an active set, the
+MLE's likely support (sequential quadratic programming, as mixsqp), certified on the whole domain
+(:func:`_active_set`). On request (``hessian="cg"``) Newton systems are solved instead by
 conjugate gradients through the likelihood's structured operator. Everything is deterministic: fixed rules, no randomness.
 """
 
@@ -58,19 +59,20 @@ SAMPLED_MAX_FLOPS = 2e10
 #: how Newton systems are solved (see :func:`newton_mle`)
 HESSIANS = ("auto", "sampled", "cg", "active")
 #: the active set (see :func:`_active_set`): a Hessian over its values costs at most this many multiply-adds
-#: (D |S|^2 in single precision: about a second on one core) ...
-ACTIVE_MAX_FLOPS = 1e11
+#: (D |S|^2 in single precision: about two seconds on one core; the MLE of a 256 x 256 grid at eps = 0.25, n = 10^6
+#: keeps about 1,800 values, which 1e11 (1,745 at its D) could not hold) ...
+ACTIVE_MAX_FLOPS = 2e11
 #: ... after this many SQUAREM passes (ten leave nearly every value of a 64 x 64 grid above the threshold) ...
 ACTIVE_WARM_PASSES = 100
 #: ... it starts with the values whose mass exceeds this multiple of the uniform's and whose KKT condition
 #: does not push them down (gradient >= 1) ...
 ACTIVE_THRESHOLD = 1.0
-#: ... and solves at most this many restricted problems before handing over to SQUAREM
-ACTIVE_ROUNDS = 12
-#: weight of the uniform mixed into each restricted problem's start: the values that join S start at zero,
-#: and the barrier lets a value that close to its bound rise by little per iteration (on a 64 x 64 grid, 1e-2
-#: took 186 passes and 66 Hessians to the MLE, 1e-10 476 and 138)
-ACTIVE_MIX = 1e-2
+#: ... takes at most this many steps (each one Hessian over the active set), and hands over to SQUAREM when L has
+#: not risen for :data:`ACTIVE_STALL` of them
+ACTIVE_MAX_STEPS, ACTIVE_STALL = 200, 3
+#: interior-point iterations of one quadratic subproblem (each a Cholesky factorization over the active set; they
+#: took 8-24 on grids up to 256 x 256) and the complementarity they reach, relative to the linear term
+QP_MAX_ITER, QP_TOL = 100, 1e-14
 #: SQUAREM passes before the Newton solver starts (cheap problems are certified by then) ...
 WARM_PASSES = 10
 #: ... and before Newton with a sampled Hessian: its problems (millions of distinct reports) are never cheap,
@@ -493,86 +495,101 @@ def _cheap_columns(likelihood: Likelihood) -> bool:
 def _active_set(
     likelihood: Likelihood, passes: Likelihood, warm: EMResult, tol: float, max_iter: int, trace: bool
 ) -> EMResult:
-    """The exact MLE on a large domain whose MLE has a small support: interior-point Newton on an active set.
+    """The exact MLE on a large domain whose MLE has a small support: sequential quadratic programming on an active set.
 
     At small eps on a large grid the MLE is zero on most values (3,919 of 4,096 on a 64 x 64 grid at
-    eps = 0.25), so a dense Hessian over the whole domain is wasted on values the MLE drops, and beyond a
-    few thousand values it cannot be formed at all. As in mixsqp's active-set method, the restricted
-    problem on a candidate support S (after :data:`ACTIVE_WARM_PASSES` SQUAREM passes, the values with
-    more than :data:`ACTIVE_THRESHOLD` times the uniform's mass that EM is not draining, gradient >= 1)
-    is solved by the interior-point iterations with the exact Hessian over S, formed in single precision
-    from the exact columns ``H[:, S]`` (:func:`~ldpsim.estimation.operators.exact_block`); its products
-    still go through the whole operator (an FFT pass costs less than a dense D x |S| product). Then one
-    pass over the whole domain checks the KKT condition everywhere: the values that violate it join S
-    (the most violated first, at most as many as S keeps), the restricted zeros leave it, and the next
-    restricted problem starts from the last solution. Only the whole domain's certificate
-    (:meth:`Likelihood.certificate`) ends the iterations, so the result is certified exactly as
+    eps = 0.25; about 1,800 of 65,536 on a 256 x 256 one at n = 10^6), and a Hessian over the whole domain
+    cannot be formed. As in mixsqp (Kim, Carbonetto, Stephens, Anitescu 2020), each step minimizes the
+    quadratic model of f at x over the active set S, subject to x >= 0
+    (:func:`_nonnegative_qp`), with the exact Hessian over S formed in single precision from the exact
+    columns ``H[:, S]`` (:func:`~ldpsim.estimation.operators.exact_block`), then takes the longest step
+    towards its solution that Armijo's rule accepts, through the whole operator. The subproblem's solution
+    has exact zeros, so the iterates do: a value leaves S when it is zero, and the values whose KKT
+    condition fails most (gradient above 1: :meth:`Likelihood.certificate`) join it, at most half as many as
+    S keeps. Only the whole domain's certificate ends the iterations, so the result is certified exactly as
     SQUAREM's would be.
 
-    When S starts or grows beyond a Hessian of :data:`ACTIVE_MAX_FLOPS`, the rounds stall
-    (:data:`ACTIVE_ROUNDS`), or the result is less likely than the warm start, SQUAREM continues from the
-    warm start: what ``mle`` runs on such domains without this path. The MLE's support decides the cost: 177 values on a 64 x 64
-    grid (n = 10^5), about 820 on a 128 x 128 and about 1,800 on a 256 x 256 one (n = 10^6, eps = 0.25),
-    where each Hessian over S costs seconds (benchmarks/RESULTS.md).
+    This replaced restricted interior-point problems solved round after round (each about 13 Hessians,
+    with zeros identified only when a final step kept the certificate): one Hessian per step is what a pass
+    over the data costs here, and the subproblems' many factorizations are over |S| values alone.
+
+    S starts from the warm start's values with more than :data:`ACTIVE_THRESHOLD` times the uniform's
+    mass that EM is not draining, thinned evenly to what a Hessian of :data:`ACTIVE_MAX_FLOPS` holds (so it
+    still covers every region the data does). When L stops rising (:data:`ACTIVE_STALL`) or after
+    :data:`ACTIVE_MAX_STEPS` steps, SQUAREM continues from the warm start: what ``mle`` runs on such domains
+    without this path.
     """
-    from .engine import _columns
     from .operators import exact_block
 
     H = likelihood.H
     size, rows = likelihood.size, H.shape[0]
-    budget = int(math.sqrt(ACTIVE_MAX_FLOPS / rows))
+    budget = max(1, int(math.sqrt(ACTIVE_MAX_FLOPS / rows)))
     history: list[float] = list(warm.trace) if warm.trace is not None else []
-    count = warm.iterations + 1  # passes so far, the warm start's included
-    theta = warm.theta
-    loglik, grad = likelihood.em_parts(theta)
-    count += 1
-    g = grad / likelihood.n
-    columns = np.flatnonzero((theta * size > ACTIVE_THRESHOLD) & (g >= 1.0))
+    solver = _Solver(likelihood, None)
+    solver.passes = warm.iterations + 1  # passes so far, the warm start's included
+    g = np.asarray(H.T @ (solver.w / np.asarray(H @ warm.theta).ravel())).ravel()
+    solver.passes += 1
+    columns = np.flatnonzero((warm.theta * size > ACTIVE_THRESHOLD) & (g >= 1.0))
     if columns.size == 0:  # no value stands out yet: the likeliest few start
-        columns = np.sort(np.argsort(-theta, kind="stable")[: min(size, 64)])
-    everyone = np.arange(rows)
-    # more candidates than a Hessian can hold: the support found by rounds would be too (a 256 x 256 grid at
-    # n = 10^6 starts from 6,169 values and keeps about 1,800), so SQUAREM goes on at once rather than after
-    # minutes of rounds
-    block = exact_block(H, everyone, columns, np.float32) if 0 < columns.size <= budget else None
-    x = theta[columns]
-    for _ in range(ACTIVE_ROUNDS):
-        if block is None or count >= max_iter:
+        columns = np.sort(np.argsort(-warm.theta, kind="stable")[: min(size, 64)])
+    if columns.size > budget:  # evenly thinned: every region the candidates cover keeps some
+        columns = columns[np.round(np.linspace(0, columns.size - 1, budget)).astype(np.intp)]
+    x = np.zeros(size)
+    x[columns] = warm.theta[columns] / warm.theta[columns].sum()
+    pt = solver.point(x)
+    solver.complete(pt)
+    store = _ColumnStore(H, rows, budget, exact_block)
+    best_f, stalled = pt.f, 0
+    for _ in range(ACTIVE_MAX_STEPS):
+        if pt.kkt < tol or solver.passes >= max_iter or stalled >= ACTIVE_STALL or not math.isfinite(pt.f):
             break
-        mask = np.zeros(size, dtype=bool)
-        mask[columns] = True
-        solver = _Solver(likelihood, None, sample=RowSample(everyone, likelihood.counts / likelihood.n, block))
-        solver.H = H[:, columns] if isinstance(H, np.ndarray) else H if columns.size == size else _columns(H, mask)
-        start = x / x.sum()
-        pt = _interior_point(solver, (1.0 - ACTIVE_MIX) * start + ACTIVE_MIX / start.size, tol, history)
-        count += solver.passes
-        if not (pt.kkt < tol and math.isfinite(pt.loglik)):
+        grad_f = 1.0 - pt.grad
+        kept = np.flatnonzero(pt.x > 0)
+        violating = np.flatnonzero((pt.x == 0) & (grad_f < -tol))
+        room = min(budget - kept.size, max(kept.size // 2, 64))
+        violating = violating[np.argsort(grad_f[violating], kind="stable")[: max(room, 0)]]
+        active = np.union1d(kept, violating)
+        block = store.columns(active)
+        if block is None:
             break
-        theta = np.zeros(size)
-        theta[columns] = pt.x / pt.x.sum()
-        loglik, grad = likelihood.em_parts(theta)
-        count += 1
-        kkt, gap = likelihood.certificate(grad)
+        scale = solver.sqrt_w / pt.p
+        top = float(scale.max())
+        block *= (scale / top).astype(np.float32)
+        hess = (block @ block.T).astype(float) * top**2
+        solver.passes += 1  # forming the Hessian reads H[:, S] once
+        xa = pt.x[active]
+        y = _nonnegative_qp(hess, grad_f[active] - hess @ xa, xa)
+        direction = y - xa
+        slope = float(grad_f[active] @ direction)
+        if not slope < 0:
+            break
+        alpha, trial = 1.0, None
+        for _ in range(MAX_BACKTRACKS):
+            candidate = pt.x.copy()
+            candidate[active] = y if alpha == 1.0 else np.maximum(xa + alpha * direction, 0.0)
+            cand = solver.point(candidate)
+            if cand.f <= pt.f + _ARMIJO * alpha * slope:
+                trial = cand
+                break
+            alpha *= _SHRINK
+        if trial is None:
+            break
+        solver.complete(trial)
+        history.append(trial.loglik)
+        pt = trial
+        stalled = 0 if pt.f < best_f - 1e-15 * abs(best_f) else stalled + 1
+        best_f = min(best_f, pt.f)
+    if pt.kkt < tol and math.isfinite(pt.f):
+        theta = pt.x / pt.x.sum()
+        loglik, kkt, gap = likelihood.certify(theta)  # from the distribution itself, as EM's
+        solver.passes += 1
         if kkt < tol and loglik >= warm.loglik:
-            return EMResult(theta, loglik, count - 1, True, np.array(history) if trace else None, "kkt", kkt, gap)
-        g = grad / likelihood.n
-        kept = columns[pt.x > 0]
-        joining = np.flatnonzero((g > 1.0 + tol) & ~mask)
-        if joining.size == 0 or kept.size >= budget:
-            break
-        # the most violated first, at most as many as stay: S no more than doubles per round
-        joining = joining[np.argsort(-g[joining], kind="stable")[: min(budget - kept.size, max(kept.size, 64))]]
-        grown = np.union1d(kept, joining)
-        new_block = np.empty((rows, grown.size), dtype=np.float32)
-        old = np.isin(grown, kept)
-        new_block[:, old] = block[:, np.searchsorted(columns, kept)]
-        part = exact_block(H, everyone, grown[~old], np.float32)
-        if part is None:
-            break
-        new_block[:, ~old] = part
-        columns, block, x = grown, new_block, theta[grown]
+            return EMResult(
+                theta, loglik, solver.passes - 1, True, np.array(history) if trace else None, "kkt", kkt, gap
+            )
     # SQUAREM from the warm start: an active set's iterate has exact zeros, which EM raises only from a trace of
     # mass, thousands of times slower (136,501 passes on a 64 x 64 grid where SQUAREM from the warm start takes 12,000)
+    count = solver.passes
     start = (1.0 - _MIX) * warm.theta + _MIX / size
     em = gibu(passes, start, stop="kkt", tol=tol, max_iter=max(0, max_iter - count), trace=trace, accelerate="squarem")
     history.extend(em.trace if em.trace is not None else [])
@@ -586,6 +603,106 @@ def _active_set(
         em.kkt,
         em.gap,
     )
+
+
+class _ColumnStore:
+    """The exact columns ``H[:, S]`` of an active set in single precision, kept from step to step: only the values
+    that join S are read (:func:`~ldpsim.estimation.operators.exact_block`), into the slots of those that left.
+    Stored one column per row, so gathering S copies whole rows."""
+
+    def __init__(self, H: object, rows: int, capacity: int, read: Callable[..., np.ndarray | None]):
+        self.H, self.read = H, read
+        self.everyone = np.arange(rows)
+        self.data = np.empty((0, rows), dtype=np.float32)
+        self.capacity = capacity
+        self.values = np.zeros(0, dtype=np.intp)  # the value in each slot, -1 if free
+
+    def columns(self, active: np.ndarray) -> np.ndarray | None:
+        """``H[:, active].T`` (a new C-ordered array), or None if the operator cannot read them."""
+        held = np.isin(self.values, active)
+        self.values[~held] = -1
+        new = active[~np.isin(active, self.values)]
+        if new.size:
+            part = self.read(self.H, self.everyone, new, np.float32)
+            if part is None:
+                return None
+            free = np.flatnonzero(self.values < 0)
+            if free.size < new.size:  # grow (to at most the capacity, or what S needs)
+                grow = max(new.size - free.size, min(self.capacity, 2 * self.values.size + new.size) - self.values.size)
+                self.data = np.concatenate([self.data, np.empty((grow, self.data.shape[1]), np.float32)])
+                self.values = np.concatenate([self.values, np.full(grow, -1, dtype=np.intp)])
+                free = np.flatnonzero(self.values < 0)
+            slots = free[: new.size]
+            self.data[slots] = part.T
+            self.values[slots] = new
+        order = np.argsort(self.values, kind="stable")
+        return self.data[order[np.searchsorted(self.values, active, sorter=order)]]
+
+
+def _nonnegative_qp(hess: np.ndarray, c: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """argmin over y >= 0 of y^T hess y / 2 + c^T y, for positive definite ``hess``: the active set's subproblem.
+
+    A primal-dual interior-point method (Mehrotra's predictor-corrector) on the Jacobi-scaled problem (values
+    whose curvature differs by orders of magnitude then converge alike): the data are not read, so it runs
+    until the complementarity is negligible (:data:`QP_TOL`), where a value's size and its multiplier's
+    separate by orders of magnitude. The values smaller than their multiplier are set to exactly zero, and if
+    the problem restricted to the others has a positive solution (one factorization), that is returned.
+    """
+    from scipy.linalg import LinAlgError
+
+    d = np.sqrt(np.maximum(np.diag(hess), np.finfo(float).tiny))
+    q = hess / d[:, None] / d[None, :]
+    c = c / d
+    m = c.size
+    scale = max(1.0, float(np.abs(c).max()))
+    y = np.maximum(start * d, 0.0)
+    y += 1e-3 * max(float(y.max()), 1e-12)
+    work, diagonal = np.empty_like(q), np.diag_indices(m)
+    z = np.maximum(q @ y + c, 1e-3 * scale)
+    for _ in range(QP_MAX_ITER):
+        residual = q @ y + c - z
+        mu = float(y @ z) / m
+        if mu < QP_TOL * scale * max(1.0, float(y.sum())) / m and float(np.abs(residual).max()) < 1e3 * QP_TOL * scale:
+            break
+        np.copyto(work, q)
+        work[diagonal] += z / y
+        try:
+            solve = _cholesky(work)
+        except LinAlgError:
+            break
+        dy = solve(-residual - z)  # the affine step (mu = 0), then the corrector with Mehrotra's centring
+        dz = -z - z / y * dy
+        mu_aff = float((y + _step(y, dy) * dy) @ (z + _step(z, dz) * dz)) / m
+        comp = y * z + dy * dz - (mu_aff / mu) ** 3 * mu
+        dy = solve(-residual - comp / y)
+        dz = (-comp - z * dy) / y
+        y = y + min(1.0, _TO_BOUNDARY * _step(y, dy, 1.0 / _TO_BOUNDARY)) * dy
+        z = np.maximum(z + min(1.0, _TO_BOUNDARY * _step(z, dz, 1.0 / _TO_BOUNDARY)) * dz, 1e-300)
+    free = np.flatnonzero(y >= z)
+    out = np.zeros(m)
+    out[free] = y[free]
+    if free.size:
+        try:
+            face = _factor(q[np.ix_(free, free)])(-c[free])
+        except LinAlgError:
+            face = None
+        if face is not None and np.all(face > 0):
+            out[free] = face
+    return out / d
+
+
+def _cholesky(matrix: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """A solver of ``matrix @ v = rhs`` for a positive definite matrix with unit-order diagonal (no rescaling, as
+    :func:`_factor` makes); a small ridge rescues one that round-off made indefinite."""
+    from scipy.linalg import LinAlgError, cho_factor, cho_solve
+
+    for ridge in (0.0, 1e-12, 1e-9, 1e-6):
+        try:
+            factor = cho_factor(matrix + ridge * np.eye(len(matrix)) if ridge else matrix, check_finite=False)
+        except LinAlgError:
+            continue
+        return lambda rhs: cho_solve(factor, rhs, check_finite=False)
+    raise LinAlgError("not positive definite")
 
 
 def _exact_dense(likelihood: Likelihood) -> np.ndarray | None:
