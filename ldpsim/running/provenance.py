@@ -15,6 +15,7 @@ descriptions name data files relative to the scenario's folder.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -114,7 +115,11 @@ def _files(top: str) -> list[tuple[str, Path]]:
     return sorted(found)
 
 
+@functools.cache
 def _version(distribution: str) -> str:
+    """The installed version, read once per process: parsing a distribution's metadata takes 1-2 ms, and
+    a run with an output asked for six (its checkpoint's fingerprint, then its provenance). The code
+    this process runs is what it imported, so a version installed meanwhile would not describe it."""
     try:
         return version(distribution)
     except PackageNotFoundError:
