@@ -115,6 +115,8 @@ class Checkpoint:
         """
         self.path = checkpoint_dir(output)
         code = code_identity(used_plugins(setups_of(scenario)).values())
+        #: the code identity the run started with (its results record it too: the code its tasks ran)
+        self.code = code
         self.fingerprint = fingerprint(scenario, code)
         manifest = self.path / MANIFEST
         if self.path.exists() and not resume and not len(self):

@@ -316,7 +316,8 @@ def execute(
         checkpoint.save(unsaved)
     if len(results) != len(todo):
         raise RuntimeError(f"executor '{runner.name}' returned {len(results)} results for {len(todo)} tasks")
-    attrs = provenance(scenario, wall_seconds=time.perf_counter() - started)
+    code = checkpoint.code if checkpoint is not None else None
+    attrs = provenance(scenario, wall_seconds=time.perf_counter() - started, code=code)
     return assemble(layout(scenario), results, attrs=attrs, seed=scenario.seed)
 
 
