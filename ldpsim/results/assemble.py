@@ -298,7 +298,11 @@ def stack_values(results: Sequence[TaskValues], name: str) -> np.ndarray | None:
     runs. ``np.array`` makes the same array in C; its shape and dtype say whether it is the stack. (Results
     held column by column need none of this: :func:`columns`.)
     """
-    values = [result.values.get(name) for result in results]
+    return stack_arrays([result.values.get(name) for result in results])
+
+
+def stack_arrays(values: Sequence[Any]) -> np.ndarray | None:
+    """:func:`stack_values` of the values themselves."""
     first = values[0] if values else None
     if not isinstance(first, np.ndarray) or first.dtype.kind == "O":
         return None

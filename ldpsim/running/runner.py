@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import operator
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -22,7 +23,7 @@ from ..estimation.observations import round_channels
 from ..estimation.unbiased import check_unbiased_memory
 from ..plugin.executor import Executor
 from ..plugin.registry import get_registry
-from ..results.assemble import Batches, Columns, Layout, assemble, stack_values
+from ..results.assemble import Batches, Columns, Layout, assemble, stack_arrays
 from ..results.io import check_output, check_overwrite, save_results
 from ..results.variables import declared
 from .build import Builder
@@ -75,6 +76,9 @@ MAX_BATCH_GROWTH = 8
 CHECKPOINT_SECONDS = 5.0
 
 
+_DTYPE = operator.attrgetter("dtype")
+
+
 class _Batch(list):  # list[TaskResult]
     """A batch's results, which pickle as one array per variable stacked over the batch, not one per run.
 
@@ -96,15 +100,23 @@ class _Batch(list):  # list[TaskResult]
             which = [orders.setdefault(tuple(result.values), len(orders)) for result in self]
             stacked: dict[str, np.ndarray] = {}
             for name in dict.fromkeys(name for names in orders for name in names):
-                found = stack_values(self, name)
-                # every run's own dtype is the stack's, so each gets back an array equal to its own in type and bits
-                if found is not None and all(
-                    isinstance(v := result.values[name], np.ndarray) and v.dtype == found.dtype for result in self
-                ):
+                if not all(name in names for names in orders):
+                    continue  # absent from some runs: sent run by run
+                values = [result.values[name] for result in self]
+                # stacked if every run's value is an ndarray of one dtype, the stack's: each run then gets back an
+                # array equal to its own in type and bits (sets of types and dtypes: the loop runs in C)
+                if set(map(type, values)) != {np.ndarray} or len(dtypes := set(map(_DTYPE, values))) != 1:
+                    continue
+                found = stack_arrays(values)
+                if found is not None and found.dtype in dtypes:
                     stacked[name] = found
-            loose = [{k: v for k, v in result.values.items() if k not in stacked} for result in self]
+            loose = (
+                None  # every run's every value is stacked (the usual case): no dict per run
+                if all(name in stacked for names in orders for name in names)
+                else [{k: v for k, v in result.values.items() if k not in stacked} for result in self]
+            )
             keys = np.array([result.key for result in self], dtype=np.int64).reshape(len(self), -1 if self else 0)
-            packed = self._packing = (keys, list(orders), which, stacked, loose if any(loose) else None)
+            packed = self._packing = (keys, list(orders), which, stacked, loose)
         return packed
 
     def columns(self) -> Columns | None:
