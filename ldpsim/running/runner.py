@@ -87,37 +87,32 @@ class _Batch(list):  # list[TaskResult]
     run). Stacked, they are a few arrays per batch, and they stay so in the main process
     (:class:`_Stacked`), where the checkpoint and the assembly read them as they are
     (:meth:`columns`); a variable missing from some runs, or shaped differently in some, is sent
-    run by run. A batch is not changed once made: its packing is kept.
+    run by run. The packing is not kept (it would double a serial run's results in memory).
     """
-
-    _packing: tuple[np.ndarray, list[tuple[str, ...]], list[int], dict[str, np.ndarray], list | None] | None = None
 
     def _packed(self) -> tuple[np.ndarray, list[tuple[str, ...]], list[int], dict[str, np.ndarray], list | None]:
         """(keys, each run's variable names in its own order, which order each run has, stacked, loose or None)."""
-        packed = self._packing
-        if packed is None:
-            orders: dict[tuple[str, ...], int] = {}
-            which = [orders.setdefault(tuple(result.values), len(orders)) for result in self]
-            stacked: dict[str, np.ndarray] = {}
-            for name in dict.fromkeys(name for names in orders for name in names):
-                if not all(name in names for names in orders):
-                    continue  # absent from some runs: sent run by run
-                values = [result.values[name] for result in self]
-                # stacked if every run's value is an ndarray of one dtype, the stack's: each run then gets back an
-                # array equal to its own in type and bits (sets of types and dtypes: the loop runs in C)
-                if set(map(type, values)) != {np.ndarray} or len(dtypes := set(map(_DTYPE, values))) != 1:
-                    continue
-                found = stack_arrays(values)
-                if found is not None and found.dtype in dtypes:
-                    stacked[name] = found
-            loose = (
-                None  # every run's every value is stacked (the usual case): no dict per run
-                if all(name in stacked for names in orders for name in names)
-                else [{k: v for k, v in result.values.items() if k not in stacked} for result in self]
-            )
-            keys = np.array([result.key for result in self], dtype=np.int64).reshape(len(self), -1 if self else 0)
-            packed = self._packing = (keys, list(orders), which, stacked, loose)
-        return packed
+        orders: dict[tuple[str, ...], int] = {}
+        which = [orders.setdefault(tuple(result.values), len(orders)) for result in self]
+        stacked: dict[str, np.ndarray] = {}
+        for name in dict.fromkeys(name for names in orders for name in names):
+            if not all(name in names for names in orders):
+                continue  # absent from some runs: sent run by run
+            values = [result.values[name] for result in self]
+            # stacked if every run's value is an ndarray of one dtype, the stack's: each run then gets back an
+            # array equal to its own in type and bits (sets of types and dtypes: the loop runs in C)
+            if set(map(type, values)) != {np.ndarray} or len(dtypes := set(map(_DTYPE, values))) != 1:
+                continue
+            found = stack_arrays(values)
+            if found is not None and found.dtype in dtypes:
+                stacked[name] = found
+        loose = (
+            None  # every run's every value is stacked (the usual case): no dict per run
+            if all(name in stacked for names in orders for name in names)
+            else [{k: v for k, v in result.values.items() if k not in stacked} for result in self]
+        )
+        keys = np.array([result.key for result in self], dtype=np.int64).reshape(len(self), -1 if self else 0)
+        return keys, list(orders), which, stacked, loose
 
     def columns(self) -> Columns | None:
         """The batch column by column (see :func:`ldpsim.results.assemble.columns`), or None."""
