@@ -449,8 +449,50 @@ def test_batches_cover_the_tasks_in_order_in_bounded_batches(count, workers):
     assert [t for part in parts for t in part] == todo
     assert all(0 < len(part) <= MAX_BATCH for part in parts)
     assert len(parts) >= min(count, BATCHES_PER_WORKER * workers)  # every worker has work to the end
-    if parts:
-        assert max(map(len, parts)) - min(map(len, parts)) <= 1  # balanced
+    sizes = [len(part) for part in parts]
+    if workers == 1 and parts:
+        assert max(sizes) - min(sizes) <= 1  # balanced
+    elif count > workers:  # balanced, but for the last ones, which shrink so that the workers finish together
+        assert max(sizes) <= sizes[0] + 1
+        assert max(sizes[-workers:]) <= sizes[0] / 8 + 1
+
+
+def test_a_batch_sent_back_gives_every_run_its_own_values_and_columns_only_when_uniform():
+    """A worker's batch pickles as stacked arrays: unpickled, each run has its key, its variables in its own
+    order, and values equal in type, dtype and bits; values that cannot be stacked faithfully (missing from a
+    run, another dtype, not an ndarray) travel run by run, and then the batch offers no columns."""
+    from ldpsim.results.assemble import Batches
+    from ldpsim.running.runner import _Batch
+    from ldpsim.running.tasks import TaskResult
+
+    def result(i, **extra):
+        values = {"a": np.full(3, i, dtype=np.float64), "n": np.asarray(i, dtype=np.int64), **extra}
+        return TaskResult((0, i), values)
+
+    uniform = _Batch(result(i) for i in range(4))
+    mixed = _Batch(
+        [
+            result(4, x=np.ones(2)),  # x missing from the next run
+            result(5),
+            TaskResult((0, 6), {"n": np.asarray(6, dtype=np.int32), "a": np.zeros(3)}),  # another dtype and order
+            TaskResult((0, 7), {"a": np.zeros(3), "n": np.int64(7)}),  # a numpy scalar, not an array
+        ]
+    )
+    for batch in (uniform, mixed):
+        back = pickle.loads(pickle.dumps(batch))
+        assert len(back) == len(batch) and [r.key for r in back] == [r.key for r in batch]
+        for mine, theirs in zip(batch, back):
+            assert list(theirs.values) == list(mine.values)
+            for name, value in mine.values.items():
+                got = theirs.values[name]
+                assert type(got) is type(value) and got.dtype == value.dtype
+                assert got.tobytes() == np.asarray(value).tobytes()
+    assert pickle.loads(pickle.dumps(mixed)).columns() is None and mixed.columns() is None
+    both = Batches([pickle.loads(pickle.dumps(uniform)), _Batch(result(i) for i in range(4, 6))])
+    columns = both.columns()
+    assert columns is not None and columns.keys.tolist() == [[0, i] for i in range(6)]
+    assert np.array_equal(columns.values["a"], np.stack([r.values["a"] for r in both]))
+    assert Batches([uniform, mixed]).columns() is None  # one batch without columns: read run by run
 
 
 @pytest.mark.parametrize(("seconds", "writes"), [(3600.0, 1), (0.0, None)])

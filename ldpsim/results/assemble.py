@@ -26,9 +26,11 @@ root seed each repetition drew from, so results of several seeds can be combined
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import bisect
+import itertools
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, overload
 
 import numpy as np
 import xarray as xr
@@ -60,6 +62,85 @@ class TaskValues(Protocol):
     def key(self) -> tuple[int, ...]: ...
     @property
     def values(self) -> Mapping[str, np.ndarray]: ...
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Task results column by column: every task has every variable in ``values``, of one shape and dtype."""
+
+    #: (tasks, key length) the tasks' grid keys, in the results' order
+    keys: np.ndarray
+    #: each variable's values stacked on a first axis over the tasks
+    values: Mapping[str, np.ndarray]
+
+
+def columns(results: Sequence[TaskValues]) -> Columns | None:
+    """The results column by column if they hold them so (a ``columns()`` method, as :class:`Batches` has),
+    else None: then they are read result by result."""
+    get = getattr(results, "columns", None)
+    return get() if callable(get) else None
+
+
+R = TypeVar("R", bound=TaskValues)
+
+
+class Batches(Sequence[R]):
+    """Task results kept in the batches they finished in: a sequence of the results, in that order.
+
+    A batch a worker sent back holds one array per variable stacked over its tasks; :meth:`columns`
+    concatenates those instead of stacking thousands of per-run values again, once for the
+    checkpoint and once more for the assembly, and no per-run result is made unless one is read.
+    """
+
+    def __init__(self, batches: Iterable[Sequence[R]] = ()) -> None:
+        self._batches: list[Sequence[R]] = []
+        self._ends: list[int] = []  # the index after each batch's last result
+        for batch in batches:
+            self.add(batch)
+
+    def add(self, batch: Sequence[R]) -> None:
+        """Append a batch's results (not copied: a batch is not changed once finished)."""
+        if len(batch):
+            self._ends.append(len(self) + len(batch))
+            self._batches.append(batch)
+
+    def __len__(self) -> int:
+        return self._ends[-1] if self._ends else 0
+
+    @overload
+    def __getitem__(self, index: int) -> R: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[R]: ...
+    def __getitem__(self, index: int | slice) -> R | list[R]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        i = index + len(self) if index < 0 else index
+        if not 0 <= i < len(self):
+            raise IndexError(index)
+        b = bisect.bisect_right(self._ends, i)
+        return self._batches[b][i - (self._ends[b - 1] if b else 0)]
+
+    def __iter__(self) -> Iterator[R]:
+        return itertools.chain.from_iterable(self._batches)
+
+    def columns(self) -> Columns | None:
+        """Every batch's columns concatenated, or None unless every batch has them, with the same variables
+        of the same shapes and dtypes (then the values are what stacking the runs' own would give, bit for bit)."""
+        parts = [columns(batch) for batch in self._batches]
+        first = parts[0] if parts else None
+        if first is None or any(
+            part is None or part.keys.shape[1:] != first.keys.shape[1:] or part.values.keys() != first.values.keys()
+            for part in parts
+        ):
+            return None
+        found = [p for p in parts if p is not None]  # all of them (for the type checker)
+        values = {}
+        for name in first.values:
+            arrays = [part.values[name] for part in found]
+            if len({(a.shape[1:], a.dtype) for a in arrays}) != 1:
+                return None
+            values[name] = np.concatenate(arrays)
+        return Columns(np.concatenate([part.keys for part in found]), values)
 
 
 @dataclass(frozen=True)
@@ -113,9 +194,10 @@ def assemble(
     """
     domain = layout.domain
     data: dict[str, tuple[tuple[str, ...], np.ndarray, dict[str, str]]] = {}
-    places = _places(results)
+    cols = columns(results)
+    places = _places(results, cols)
     for var in layout.variables:
-        array = _stack(layout, var, results, places)
+        array = _stack(layout, var, results, places, cols)
         if array is None:
             continue
         if DOMAIN in var.dims:
@@ -163,9 +245,13 @@ def _score_attrs(var: Variable, metric: Metric, domain: Domain) -> dict[str, str
     }
 
 
-def _places(results: Sequence[TaskValues]) -> np.ndarray | None:
+def _places(results: Sequence[TaskValues], cols: Columns | None = None) -> np.ndarray | None:
     """The results' keys as index arrays, one row per key position (for :func:`_put_all`), or None if two
     results share a key or the keys differ in length (then each value is put in turn, the last one kept)."""
+    if cols is not None:
+        if not len(cols.keys) or len(np.unique(cols.keys, axis=0)) != len(cols.keys):
+            return None
+        return cols.keys.astype(np.intp).T
     keys = [res.key for res in results]
     if not keys or len(set(keys)) != len(keys) or len({len(key) for key in keys}) != 1:
         return None
@@ -173,7 +259,11 @@ def _places(results: Sequence[TaskValues]) -> np.ndarray | None:
 
 
 def _stack(
-    layout: Layout, var: Variable, results: Sequence[TaskValues], places: np.ndarray | None = None
+    layout: Layout,
+    var: Variable,
+    results: Sequence[TaskValues],
+    places: np.ndarray | None = None,
+    cols: Columns | None = None,
 ) -> np.ndarray | None:
     """The variable over the whole grid, the fill value where no task gave it (None: optional and never given)."""
     lead = layout.lead(var)
@@ -181,12 +271,14 @@ def _stack(
     run = layout.grid if per_point else (*layout.grid, layout.repetitions)
     if layout.rounds and var.per_round:
         run = (*run, layout.rounds)
-    item = _item_shape(layout, var, results, len(lead) + (1 if layout.rounds and var.per_round else 0))
+    item = _item_shape(layout, var, results, len(lead) + (1 if layout.rounds and var.per_round else 0), cols)
     if item is None:
         return None
     array = var.empty((*lead, *run, *item))
+    if cols is not None and var.name not in cols.values:
+        return array  # no task gave it (columns hold every variable any task has)
     front = (slice(None),) * len(lead)
-    if not per_point and places is not None and _put_all(array, len(lead), var.name, results, places):
+    if places is not None and _put_all(array, len(lead), var.name, results, places, cols, per_point):
         return array
     for res in results:
         if var.name in res.values:
@@ -203,9 +295,14 @@ def stack_values(results: Sequence[TaskValues], name: str) -> np.ndarray | None:
     Checkpoints, batches sent back by workers and the assembled results store a batch's values this
     way, one array per variable instead of one per run: ``np.stack`` over thousands of small arrays spends its time
     in Python (converting, shaping and expanding each), a tenth of a sweep of sub-millisecond
-    runs. ``np.array`` makes the same array in C; its shape and dtype say whether it is the stack.
+    runs. ``np.array`` makes the same array in C; its shape and dtype say whether it is the stack. (Results
+    held column by column need none of this: :func:`columns`.)
     """
-    values = [result.values.get(name) for result in results]
+    return stack_arrays([result.values.get(name) for result in results])
+
+
+def stack_arrays(values: Sequence[Any]) -> np.ndarray | None:
+    """:func:`stack_values` of the values themselves."""
     first = values[0] if values else None
     if not isinstance(first, np.ndarray) or first.dtype.kind == "O":
         return None
@@ -217,27 +314,48 @@ def stack_values(results: Sequence[TaskValues], name: str) -> np.ndarray | None:
     return out if out.shape == (len(values), *first.shape) and out.dtype.kind != "O" else None
 
 
-def _put_all(array: np.ndarray, lead: int, name: str, results: Sequence[TaskValues], places: np.ndarray) -> bool:
+def _put_all(
+    array: np.ndarray,
+    lead: int,
+    name: str,
+    results: Sequence[TaskValues],
+    places: np.ndarray,
+    cols: Columns | None = None,
+    per_point: bool = False,
+) -> bool:
     """Every result's value of ``name`` put at its place (:func:`_places`) in one fancy assignment; False (nothing
-    put) unless each result gives one, of the shape its place has and of one dtype.
+    put) unless each result gives one, of the shape its place has and of one dtype. A ``per_point`` variable
+    takes each sweep point's last run's value.
 
     What the loop over the results does then, value for value (the same casts into ``array``'s dtype),
     without a Python assignment per run and variable: a twentieth of a sweep of 7,200 sub-millisecond
     runs. Values to broadcast, or of several dtypes (cast twice through ``np.array``), keep the loop.
     """
-    stacked = stack_values(results, name)
+    column = cols.values.get(name) if cols is not None else None  # of one dtype: every value's own
+    stacked = column if column is not None else stack_values(results, name)
+    if stacked is not None and per_point:  # a value per sweep point: its last run's, as the loop leaves it
+        if places.shape[0] < 2:
+            return False  # no sweep axes: one value, the loop's
+        places = places[:-1]
+        _, last = np.unique(places[:, ::-1], axis=1, return_index=True)
+        rows = places.shape[1] - 1 - last
+        places, stacked = places[:, rows], stacked[rows]
     place = array.shape[:lead] + array.shape[lead + places.shape[0] :]
     if stacked is None or stacked.shape[1:] != place:
         return False
     dtype = stacked.dtype
-    if any(getattr(res.values[name], "dtype", None) != dtype for res in results):  # promoted: cast twice, not once
-        return False
+    if column is None and any(getattr(res.values[name], "dtype", None) != dtype for res in results):
+        return False  # promoted: cast twice, not once
     array[(*(slice(None),) * lead, *places)] = np.moveaxis(stacked, 0, lead)
     return True
 
 
-def _item_shape(layout: Layout, var: Variable, results: Sequence[TaskValues], lead: int) -> tuple[int, ...] | None:
-    for res in results:
+def _item_shape(
+    layout: Layout, var: Variable, results: Sequence[TaskValues], lead: int, cols: Columns | None = None
+) -> tuple[int, ...] | None:
+    if cols is not None and var.name in cols.values:
+        return tuple(cols.values[var.name].shape[1 + lead :])
+    for res in results if cols is None else ():  # columns hold every variable any task has
         if var.name in res.values:
             return tuple(np.shape(res.values[var.name])[lead:])
     if var.optional:

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..base.atomic import atomic_path, remove_stale_in
 from ..base.errors import LdpsimError
-from ..results.assemble import stack_values
+from ..results.assemble import columns, stack_values
 from ..results.io import write_error
 from .provenance import code_identity, setups_of, used_plugins
 from .tasks import TaskResult
@@ -115,6 +115,8 @@ class Checkpoint:
         """
         self.path = checkpoint_dir(output)
         code = code_identity(used_plugins(setups_of(scenario)).values())
+        #: the code identity the run started with (its results record it too: the code its tasks ran)
+        self.code = code
         self.fingerprint = fingerprint(scenario, code)
         manifest = self.path / MANIFEST
         if self.path.exists() and not resume and not len(self):
@@ -162,13 +164,17 @@ class Checkpoint:
 
     def save(self, results: TaskResult | Sequence[TaskResult]) -> None:
         """Keep finished tasks, one file per call (atomically: a reader never sees half a file)."""
-        batch = [results] if isinstance(results, TaskResult) else list(results)
-        if not batch:
+        batch = [results] if isinstance(results, TaskResult) else results
+        if not len(batch):
             return
+        first = batch[0]
         arrays: dict[str, Any] = {}
+        cols = columns(batch) if len(batch) > 1 else None
         if len(batch) == 1:
-            arrays = {name: np.asarray(value) for name, value in batch[0].values.items()}
-            arrays[_KEY] = np.asarray(batch[0].key, dtype=np.int64)
+            arrays = {name: np.asarray(value) for name, value in first.values.items()}
+            arrays[_KEY] = np.asarray(first.key, dtype=np.int64)
+        elif cols is not None:  # held column by column already (batches sent back by workers)
+            arrays = {**cols.values, _KEYS: np.asarray(cols.keys, dtype=np.int64)}
         else:  # one array per variable, stacked over the batch (a zip member per array is what costs)
             names = dict.fromkeys(name for result in batch for name in result.values)
             for name in names:
@@ -183,7 +189,7 @@ class Checkpoint:
                 else:  # absent from some runs (an optional variable), or shaped differently: one per run
                     arrays.update({f"{i}/{name}": np.asarray(v) for i, v in enumerate(values) if v is not None})
             arrays[_KEYS] = np.asarray([r.key for r in batch], dtype=np.int64)
-        target = self._file(batch[0].key)
+        target = self._file(first.key)
         try:
             with atomic_path(target, suffix=".npz", clean=False) as tmp:  # cleaned at open
                 np.savez(tmp, **arrays)

@@ -15,6 +15,7 @@ descriptions name data files relative to the scenario's folder.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -114,7 +115,11 @@ def _files(top: str) -> list[tuple[str, Path]]:
     return sorted(found)
 
 
+@functools.cache
 def _version(distribution: str) -> str:
+    """The installed version, read once per process: parsing a distribution's metadata takes 1-2 ms, and
+    a run with an output asked for six (its checkpoint's fingerprint, then its provenance). The code
+    this process runs is what it imported, so a version installed meanwhile would not describe it."""
     try:
         return version(distribution)
     except PackageNotFoundError:
@@ -122,7 +127,11 @@ def _version(distribution: str) -> str:
 
 
 def provenance(
-    scenario: Scenario, setups: Sequence[Setup] | None = None, *, wall_seconds: float = float("nan")
+    scenario: Scenario,
+    setups: Sequence[Setup] | None = None,
+    *,
+    wall_seconds: float = float("nan"),
+    code: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The results' attributes: the scenario and its overrides, the seed, the code, every plugin used.
 
@@ -134,6 +143,9 @@ def provenance(
         Its sweep points' setups (built from ``scenario`` if not given).
     wall_seconds
         How long the run took.
+    code
+        :func:`code_identity` of the plugins it used, if known (a checkpoint's, taken when the run
+        started: the code its tasks ran, and no second digest of every source file); else computed.
 
     Returns
     -------
@@ -150,7 +162,8 @@ def provenance(
     for setup in setups:
         for data in (setup.dataset, *(c.dataset for c in setup.cohorts if c.dataset is not None)):
             datasets[_relative(data.description, data, scenario.base_dir)] = None
-    code = code_identity(used.values())
+    if code is None:
+        code = code_identity(used.values())
     text = scenario.text if scenario.text is not None else json.dumps(scenario.document, default=str)
     return {
         "title": scenario.name,

@@ -6,12 +6,14 @@ What one task does, and how its randomness is derived, is in :mod:`ldpsim.runnin
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
+import operator
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import xarray as xr
@@ -21,7 +23,7 @@ from ..estimation.observations import round_channels
 from ..estimation.unbiased import check_unbiased_memory
 from ..plugin.executor import Executor
 from ..plugin.registry import get_registry
-from ..results.assemble import Layout, assemble, stack_values
+from ..results.assemble import Batches, Columns, Layout, assemble, stack_arrays
 from ..results.io import check_output, check_overwrite, save_results
 from ..results.variables import declared
 from .build import Builder
@@ -49,6 +51,9 @@ Progress = Callable[[int, int], None]
 
 #: batches per worker at least, so that workers stay busy to the end whatever the tasks' durations
 BATCHES_PER_WORKER = 4
+#: with several workers, the last ``workers`` batches' tasks in batches of these fractions of a batch, ``workers``
+#: of each, so that the workers finish together (:func:`batches`)
+TAIL_FRACTIONS = (0.5, 0.25, 0.125, 0.125)
 #: tasks per batch at most (a batch is what an executor dispatches)
 MAX_BATCH = 64
 #: a sweep of at least this many tasks on several workers first runs ``PROBE_RUNS`` of them here, timed, to
@@ -71,46 +76,89 @@ MAX_BATCH_GROWTH = 8
 CHECKPOINT_SECONDS = 5.0
 
 
+_DTYPE = operator.attrgetter("dtype")
+
+
 class _Batch(list):  # list[TaskResult]
     """A batch's results, which pickle as one array per variable stacked over the batch, not one per run.
 
     What a worker sends back is pickled there and unpickled in the main process: as a dict of a
     dozen small arrays per run, that cost a sub-millisecond run's own time again (about 50 us per
-    run). Stacked, they are a few arrays per batch. Unpickled, each run's value is a view of its
-    row of the stacked array, with the same bits; a variable missing from some runs, or shaped
-    differently in some, is sent run by run.
+    run). Stacked, they are a few arrays per batch, and they stay so in the main process
+    (:class:`_Stacked`), where the checkpoint and the assembly read them as they are
+    (:meth:`columns`); a variable missing from some runs, or shaped differently in some, is sent
+    run by run. The packing is not kept (it would double a serial run's results in memory).
     """
 
-    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        orders: dict[tuple[str, ...], int] = {}  # each run's variable names, in its own order
+    def _packed(self) -> tuple[np.ndarray, list[tuple[str, ...]], list[int], dict[str, np.ndarray], list | None]:
+        """(keys, each run's variable names in its own order, which order each run has, stacked, loose or None)."""
+        orders: dict[tuple[str, ...], int] = {}
         which = [orders.setdefault(tuple(result.values), len(orders)) for result in self]
         stacked: dict[str, np.ndarray] = {}
         for name in dict.fromkeys(name for names in orders for name in names):
-            found = stack_values(self, name)
-            # every run's own dtype is the stack's, so each gets back an array equal to its own in type and bits
-            if found is not None and all(
-                isinstance(v := result.values[name], np.ndarray) and v.dtype == found.dtype for result in self
-            ):
+            if not all(name in names for names in orders):
+                continue  # absent from some runs: sent run by run
+            values = [result.values[name] for result in self]
+            # stacked if every run's value is an ndarray of one dtype, the stack's: each run then gets back an
+            # array equal to its own in type and bits (sets of types and dtypes: the loop runs in C)
+            if set(map(type, values)) != {np.ndarray} or len(dtypes := set(map(_DTYPE, values))) != 1:
+                continue
+            found = stack_arrays(values)
+            if found is not None and found.dtype in dtypes:
                 stacked[name] = found
-        loose = [{k: v for k, v in result.values.items() if k not in stacked} for result in self]
-        keys = [result.key for result in self]
-        return _unpack, (keys, list(orders), which, stacked, loose if any(loose) else None)
+        loose = (
+            None  # every run's every value is stacked (the usual case): no dict per run
+            if all(name in stacked for names in orders for name in names)
+            else [{k: v for k, v in result.values.items() if k not in stacked} for result in self]
+        )
+        keys = np.array([result.key for result in self], dtype=np.int64).reshape(len(self), -1 if self else 0)
+        return keys, list(orders), which, stacked, loose
+
+    def columns(self) -> Columns | None:
+        """The batch column by column (see :func:`ldpsim.results.assemble.columns`), or None."""
+        keys, _, _, stacked, loose = self._packed()
+        return Columns(keys, stacked) if loose is None else None
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return _Stacked, self._packed()
 
 
-def _unpack(
-    keys: list[tuple[int, ...]],
-    orders: list[tuple[str, ...]],
-    which: list[int],
-    stacked: dict[str, np.ndarray],
-    loose: list[dict[str, np.ndarray]] | None,
-) -> _Batch:
-    """The results :meth:`_Batch.__reduce__` packed."""
-    batch = _Batch()
-    for i, key in enumerate(keys):
-        own = loose[i] if loose is not None else {}
-        values = {name: stacked[name][i, ...] if name in stacked else own[name] for name in orders[which[i]]}
-        batch.append(TaskResult(key, values))
-    return batch
+class _Stacked(Sequence[TaskResult]):
+    """A batch's results as :class:`_Batch` packed them: a run's result is made only when it is read.
+
+    Each run's values are then views of its rows of the stacked arrays, with the same bits; its key
+    is a tuple of ints, as the task's.
+    """
+
+    def __init__(
+        self,
+        keys: np.ndarray,
+        orders: list[tuple[str, ...]],
+        which: list[int],
+        stacked: dict[str, np.ndarray],
+        loose: list[dict[str, np.ndarray]] | None,
+    ) -> None:
+        self.keys, self.orders, self.which, self.stacked, self.loose = keys, orders, which, stacked, loose
+
+    def __len__(self) -> int:
+        return len(self.which)
+
+    @overload
+    def __getitem__(self, index: int) -> TaskResult: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[TaskResult]: ...
+    def __getitem__(self, index: int | slice) -> TaskResult | list[TaskResult]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        i = range(len(self))[index]  # IndexError out of range, negative from the end
+        own = self.loose[i] if self.loose is not None else {}
+        stacked = self.stacked
+        values = {name: stacked[name][i, ...] if name in stacked else own[name] for name in self.orders[self.which[i]]}
+        return TaskResult(tuple(int(k) for k in self.keys[i]), values)
+
+    def columns(self) -> Columns | None:
+        """The batch column by column (see :func:`ldpsim.results.assemble.columns`), or None."""
+        return Columns(self.keys, self.stacked) if self.loose is None else None
 
 
 class _BatchRunner:
@@ -134,14 +182,24 @@ class _BatchRunner:
 
 def batches(todo: Sequence[Task], workers: int, size: int = MAX_BATCH) -> list[list[Task]]:
     """Consecutive tasks in batches: at least ``BATCHES_PER_WORKER`` per worker, at most ``size`` tasks each
-    (by default ``MAX_BATCH``; :func:`batch_size` from a timed task).
+    (by default ``MAX_BATCH``; :func:`batch_size` from a timed task), the same size but for the last ones.
 
+    With several workers the last ``workers`` batches' tasks go in batches of a half, a quarter and
+    (twice) an eighth of that size, ``workers`` of each (``TAIL_FRACTIONS``): the workers then end
+    within about an eighth of a batch of each other instead of one waiting out another's last whole
+    batch (up to 0.1 s on 002-fig6a's 4000 sub-millisecond runs; up to a whole batch of slow runs).
     The numbers never depend on this: each task draws from its own seed.
     """
     if not todo:
         return []
     count = min(len(todo), max(BATCHES_PER_WORKER * max(workers, 1), -(-len(todo) // max(size, 1))))
     bounds = [round(i * len(todo) / count) for i in range(count + 1)]
+    if workers > 1 and count > workers:  # the last `workers` batches, split into shrinking ones
+        start, tail = bounds[count - workers], len(todo) - bounds[count - workers]
+        steps = [fraction / workers for fraction in TAIL_FRACTIONS for _ in range(workers)]
+        ends = itertools.accumulate(steps)
+        bounds = [*bounds[: count - workers], start, *(start + round(tail * end) for end in ends)]
+        bounds[-1] = len(todo)
     return [list(todo[a:b]) for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
@@ -221,23 +279,23 @@ def execute(
     todo = tasks(scenario)
     preflight(scenario)
     done = checkpoint.load() if checkpoint is not None else {}
-    results: list[TaskResult] = [done[t.key] for t in todo if t.key in done]
+    results: Batches[TaskResult] = Batches([_Batch(done[t.key] for t in todo if t.key in done)])
     started = time.perf_counter()
     if progress:
         progress(len(results), len(todo))
     rest = [t for t in todo if t.key not in done]
     parallel = _parallelism(runner)
-    unsaved: list[TaskResult] = []
+    unsaved: Batches[TaskResult] = Batches()
     saved_at = time.monotonic()
 
     def finished(batch: Sequence[TaskResult]) -> None:
         nonlocal unsaved, saved_at
-        results.extend(batch)
+        results.add(batch)
         if checkpoint is not None:
-            unsaved.extend(batch)
+            unsaved.add(batch)
             if time.monotonic() - saved_at >= CHECKPOINT_SECONDS:
                 checkpoint.save(unsaved)
-                unsaved, saved_at = [], time.monotonic()
+                unsaved, saved_at = Batches(), time.monotonic()
         if progress:
             progress(len(results), len(todo))
 
@@ -265,7 +323,8 @@ def execute(
         checkpoint.save(unsaved)
     if len(results) != len(todo):
         raise RuntimeError(f"executor '{runner.name}' returned {len(results)} results for {len(todo)} tasks")
-    attrs = provenance(scenario, wall_seconds=time.perf_counter() - started)
+    code = checkpoint.code if checkpoint is not None else None
+    attrs = provenance(scenario, wall_seconds=time.perf_counter() - started, code=code)
     return assemble(layout(scenario), results, attrs=attrs, seed=scenario.seed)
 
 
