@@ -159,7 +159,7 @@ class ConvolutionOperator(LinearOperator):
         small = np.flatnonzero(y < GUARD * bound)
         if small.size:
             # only the values theta holds: an exact MLE's iterate is zero on most of a large grid, where the guard
-            # fires on every report far from its support (a 256 x 256 grid: a second per product, not 0.03)
+            # fires on every report far from its support (a 256 x 256 grid: 4-15 s per product, not 0.02-0.15)
             held = np.flatnonzero(theta)
             y[small] = (
                 self._exact(small, held) @ theta[held] if held.size < theta.size // 2 else self._exact(small) @ theta
