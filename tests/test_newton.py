@@ -428,3 +428,14 @@ def test_the_column_store_returns_the_exact_columns_of_changing_active_sets(rng)
         got = store.columns(np.array(active))
         np.testing.assert_array_equal(got, h[:, active].T.astype(np.float32))
     assert store.values.size <= 12 + 5  # slots are reused, not appended per request
+
+
+def test_the_active_set_hands_over_when_its_kkt_would_need_too_many_steps():
+    """The projection behind the hand-over to SQUAREM, at the fastest rate seen over three steps: from 2^-6 after
+    halving per step (then a slower phase) it needs log2(2^-6 / tol) more; a KKT that never fell never gets
+    there; one below tol needs none."""
+    assert newton.ACTIVE_RATE_STEPS == 3
+    halving = [2.0**-i for i in range(6)] + [2.0**-5.5, 2.0**-6]  # 7 steps, then from 2^-6
+    assert newton._steps_to_tol(halving, 2.0**-26) == pytest.approx(7 + 20)
+    assert newton._steps_to_tol([1.0, 2.0, 1.5, 1.0], 1e-6) == math.inf
+    assert newton._steps_to_tol([1.0, 0.5, 1e-7], 1e-6) == 2

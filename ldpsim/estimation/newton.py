@@ -68,8 +68,12 @@ ACTIVE_WARM_PASSES = 100
 #: does not push them down (gradient >= 1) ...
 ACTIVE_THRESHOLD = 1.0
 #: ... takes at most this many steps (each one Hessian over the active set), and hands over to SQUAREM when L has
-#: not risen for :data:`ACTIVE_STALL` of them
-ACTIVE_MAX_STEPS, ACTIVE_STALL = 200, 3
+#: not risen for :data:`ACTIVE_STALL` of them, or when the KKT violation, falling at its fastest mean rate over
+#: :data:`ACTIVE_RATE_STEPS` steps, would need more steps than that: the support is then too large for the budget
+#: or the start far from it (a 128 x 128 grid at eps = 1: KKT 2.8e9 at the start, halving per step, where SQUAREM
+#: certifies in 12 s; the 256 x 256 grid's at eps = 0.25 fell from 244 by half per step, more slowly while S was
+#: full, then fast: 20 steps). The first steps' KKT need not fall at all (the start is a thinned warm start).
+ACTIVE_MAX_STEPS, ACTIVE_STALL, ACTIVE_RATE_STEPS = 40, 3, 3
 #: interior-point iterations of one quadratic subproblem (each a Cholesky factorization over the active set; they
 #: took 8-24 on grids up to 256 x 256) and the complementarity they reach, relative to the linear term
 QP_MAX_ITER, QP_TOL = 100, 1e-14
@@ -539,9 +543,11 @@ def _active_set(
     pt = solver.point(x)
     solver.complete(pt)
     store = _ColumnStore(H, rows, budget, exact_block)
-    best_f, stalled = pt.f, 0
-    for _ in range(ACTIVE_MAX_STEPS):
+    best_f, stalled, kkts = pt.f, 0, [pt.kkt]
+    for step in range(ACTIVE_MAX_STEPS):
         if pt.kkt < tol or solver.passes >= max_iter or stalled >= ACTIVE_STALL or not math.isfinite(pt.f):
+            break
+        if step >= ACTIVE_RATE_STEPS and _steps_to_tol(kkts, tol) > ACTIVE_MAX_STEPS:
             break
         grad_f = 1.0 - pt.grad
         kept = np.flatnonzero(pt.x > 0)
@@ -577,6 +583,7 @@ def _active_set(
         solver.complete(trial)
         history.append(trial.loglik)
         pt = trial
+        kkts.append(pt.kkt)
         stalled = 0 if pt.f < best_f - 1e-15 * abs(best_f) else stalled + 1
         best_f = min(best_f, pt.f)
     if pt.kkt < tol and math.isfinite(pt.f):
@@ -603,6 +610,19 @@ def _active_set(
         em.kkt,
         em.gap,
     )
+
+
+def _steps_to_tol(kkts: list[float], tol: float) -> float:
+    """The steps taken (``kkts`` has one KKT violation more) plus those the last needs to fall below ``tol`` at
+    the fastest mean rate it fell over any :data:`ACTIVE_RATE_STEPS` consecutive steps: optimistic, so the active
+    set is abandoned only when even that would take too long, not while it finds the support at a slower pace."""
+    now, window = kkts[-1], ACTIVE_RATE_STEPS
+    if now < tol:
+        return len(kkts) - 1
+    rates = [math.log(a / b) / window for a, b in zip(kkts[:-window], kkts[window:]) if a > b > 0]
+    if not rates:
+        return math.inf
+    return len(kkts) - 1 + math.log(now / tol) / max(rates)
 
 
 class _ColumnStore:
