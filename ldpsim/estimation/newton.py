@@ -519,9 +519,10 @@ def _active_set(
 
     S starts from the warm start's values with more than :data:`ACTIVE_THRESHOLD` times the uniform's
     mass that EM is not draining, thinned evenly to what a Hessian of :data:`ACTIVE_MAX_FLOPS` holds (so it
-    still covers every region the data does). When L stops rising (:data:`ACTIVE_STALL`) or after
-    :data:`ACTIVE_MAX_STEPS` steps, SQUAREM continues from the warm start: what ``mle`` runs on such domains
-    without this path.
+    still covers every region the data does). When L stops rising (:data:`ACTIVE_STALL`), or the KKT
+    violation would need more than :data:`ACTIVE_MAX_STEPS` steps even at its fastest rate so far
+    (:func:`_steps_to_tol`: a support too large for the budget), SQUAREM continues from the warm start: what
+    ``mle`` runs on such domains without this path.
     """
     from .operators import exact_block
 
