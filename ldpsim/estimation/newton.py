@@ -631,17 +631,18 @@ def _steps_to_tol(kkts: list[float], tol: float) -> float:
 class _ColumnStore:
     """The exact columns ``H[:, S]`` of an active set in single precision, kept from step to step: only the values
     that join S are read (:func:`~ldpsim.estimation.operators.exact_block`), into the slots of those that left.
-    Stored one column per row, so gathering S copies whole rows."""
+    Stored one column per row, so gathering S copies whole rows, in an array of the budget's size allocated once
+    (its pages are touched as slots fill; growing it copied the whole store, a second a time at 256 x 256)."""
 
     def __init__(self, H: object, rows: int, capacity: int, read: Callable[..., np.ndarray | None]):
         self.H, self.read = H, read
         self.everyone = np.arange(rows)
-        self.data = np.empty((0, rows), dtype=np.float32)
-        self.capacity = capacity
-        self.values = np.zeros(0, dtype=np.intp)  # the value in each slot, -1 if free
+        self.data = np.empty((capacity, rows), dtype=np.float32)
+        self.values = np.full(capacity, -1, dtype=np.intp)  # the value in each slot, -1 if free
 
     def columns(self, active: np.ndarray) -> np.ndarray | None:
-        """``H[:, active].T`` (a new C-ordered array), or None if the operator cannot read them."""
+        """``H[:, active].T`` (a new C-ordered array; at most ``capacity`` values), or None if the operator
+        cannot read them."""
         held = np.isin(self.values, active)
         self.values[~held] = -1
         new = active[~np.isin(active, self.values)]
@@ -649,13 +650,7 @@ class _ColumnStore:
             part = self.read(self.H, self.everyone, new, np.float32)
             if part is None:
                 return None
-            free = np.flatnonzero(self.values < 0)
-            if free.size < new.size:  # grow (to at most the capacity, or what S needs)
-                grow = max(new.size - free.size, min(self.capacity, 2 * self.values.size + new.size) - self.values.size)
-                self.data = np.concatenate([self.data, np.empty((grow, self.data.shape[1]), np.float32)])
-                self.values = np.concatenate([self.values, np.full(grow, -1, dtype=np.intp)])
-                free = np.flatnonzero(self.values < 0)
-            slots = free[: new.size]
+            slots = np.flatnonzero(self.values < 0)[: new.size]
             self.data[slots] = part.T
             self.values[slots] = new
         order = np.argsort(self.values, kind="stable")
