@@ -534,7 +534,7 @@ def _active_set(
     history: list[float] = list(warm.trace) if warm.trace is not None else []
     solver = _Solver(likelihood, None)
     solver.passes = warm.iterations + 1  # passes so far, the warm start's included
-    g = np.asarray(H.T @ (solver.w / np.asarray(H @ warm.theta).ravel())).ravel()
+    g = np.asarray(likelihood.gradient(warm.theta)).ravel() / likelihood.n
     solver.passes += 1
     columns = np.flatnonzero((warm.theta * size > ACTIVE_THRESHOLD) & (g >= 1.0))
     if columns.size == 0:  # no value stands out yet: the likeliest few start
@@ -572,15 +572,9 @@ def _active_set(
         slope = float(grad_f[active] @ direction)
         if not slope < 0:
             break
-        alpha, trial = 1.0, None
-        for _ in range(MAX_BACKTRACKS):
-            candidate = pt.x.copy()
-            candidate[active] = y if alpha == 1.0 else np.maximum(xa + alpha * direction, 0.0)
-            cand = solver.point(candidate)
-            if cand.f <= pt.f + _ARMIJO * alpha * slope:
-                trial = cand
-                break
-            alpha *= _SHRINK
+        full, exact = np.zeros(size), pt.x.copy()
+        full[active], exact[active] = direction, y  # the QP's solution itself at a full step: its zeros exact
+        trial = _backtrack(solver, pt.x, full, pt.f, slope, 1.0, exact=exact)
         if trial is None:
             break
         solver.complete(trial)
@@ -807,13 +801,7 @@ def _interior_point(solver: _Solver, theta0: np.ndarray, tol: float, history: li
         dz = (target - dx_aff * dz_aff) / x - z - diag * dx
         alpha = min(1.0, _TO_BOUNDARY * _step(x, dx, 1.0 / _TO_BOUNDARY))
         merit = pt.f - target * float(np.log(x).sum())
-        trial = None
-        for _ in range(MAX_BACKTRACKS):
-            cand = solver.point(x + alpha * dx)
-            if cand.f - target * float(np.log(cand.x).sum()) <= merit + _ARMIJO * alpha * slope:
-                trial = cand
-                break
-            alpha *= _SHRINK
+        trial = _backtrack(solver, x, dx, merit, slope, alpha, barrier=target)
         if trial is None:
             break
         solver.complete(trial)
@@ -826,6 +814,31 @@ def _interior_point(solver: _Solver, theta0: np.ndarray, tol: float, history: li
     if best.kkt < tol:
         return _polish(solver, best, best_z, tol, history) or best
     return best
+
+
+def _backtrack(
+    solver: _Solver,
+    origin: np.ndarray,
+    direction: np.ndarray,
+    start: float,
+    slope: float,
+    alpha: float,
+    *,
+    barrier: float = 0.0,
+    exact: np.ndarray | None = None,
+) -> _Point | None:
+    """The first of the points ``origin + step * direction`` (negative entries clipped to zero) for ``step`` =
+    ``alpha``, ``alpha / 2``, ... (:data:`MAX_BACKTRACKS` at most) whose merit, f minus ``barrier`` times the
+    sum of log x, meets Armijo's condition against ``start`` and the directional derivative ``slope``; None if
+    none does. One pass each. ``exact`` is the point at step 1 where the sum would round zeros away."""
+    for _ in range(MAX_BACKTRACKS):
+        x = exact if exact is not None and alpha == 1.0 else np.maximum(origin + alpha * direction, 0.0)
+        cand = solver.point(x)
+        merit = cand.f - barrier * float(np.log(cand.x).sum()) if barrier else cand.f
+        if merit <= start + _ARMIJO * alpha * slope:
+            return cand
+        alpha *= _SHRINK
+    return None
 
 
 def _step(v: np.ndarray, dv: np.ndarray, cap: float = 1.0) -> float:
