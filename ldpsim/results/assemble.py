@@ -84,7 +84,24 @@ def columns(results: Sequence[TaskValues]) -> Columns | None:
 R = TypeVar("R", bound=TaskValues)
 
 
-class Batches(Sequence[R]):
+class LazyResults(Sequence[R]):
+    """Task results made only when read: subclasses give their length and :meth:`_item` (one result, from an
+    index in range), this gives indexing by ints (negative from the end) and slices."""
+
+    def _item(self, i: int) -> R:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, index: int) -> R: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[R]: ...
+    def __getitem__(self, index: int | slice) -> R | list[R]:
+        if isinstance(index, slice):
+            return [self._item(i) for i in range(*index.indices(len(self)))]
+        return self._item(range(len(self))[index])  # IndexError out of range
+
+
+class Batches(LazyResults[R]):
     """Task results kept in the batches they finished in: a sequence of the results, in that order.
 
     A batch a worker sent back holds one array per variable stacked over its tasks; :meth:`columns`
@@ -107,16 +124,7 @@ class Batches(Sequence[R]):
     def __len__(self) -> int:
         return self._ends[-1] if self._ends else 0
 
-    @overload
-    def __getitem__(self, index: int) -> R: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[R]: ...
-    def __getitem__(self, index: int | slice) -> R | list[R]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        i = index + len(self) if index < 0 else index
-        if not 0 <= i < len(self):
-            raise IndexError(index)
+    def _item(self, i: int) -> R:
         b = bisect.bisect_right(self._ends, i)
         return self._batches[b][i - (self._ends[b - 1] if b else 0)]
 

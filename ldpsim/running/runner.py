@@ -13,7 +13,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -23,7 +23,7 @@ from ..estimation.observations import round_channels
 from ..estimation.unbiased import check_unbiased_memory
 from ..plugin.executor import Executor
 from ..plugin.registry import get_registry
-from ..results.assemble import Batches, Columns, Layout, assemble, stack_arrays
+from ..results.assemble import Batches, Columns, Layout, LazyResults, assemble, stack_arrays
 from ..results.io import check_output, check_overwrite, save_results
 from ..results.variables import declared
 from .build import Builder
@@ -123,7 +123,7 @@ class _Batch(list):  # list[TaskResult]
         return _Stacked, self._packed()
 
 
-class _Stacked(Sequence[TaskResult]):
+class _Stacked(LazyResults[TaskResult]):
     """A batch's results as :class:`_Batch` packed them: a run's result is made only when it is read.
 
     Each run's values are then views of its rows of the stacked arrays, with the same bits; its key
@@ -143,14 +143,7 @@ class _Stacked(Sequence[TaskResult]):
     def __len__(self) -> int:
         return len(self.which)
 
-    @overload
-    def __getitem__(self, index: int) -> TaskResult: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[TaskResult]: ...
-    def __getitem__(self, index: int | slice) -> TaskResult | list[TaskResult]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        i = range(len(self))[index]  # IndexError out of range, negative from the end
+    def _item(self, i: int) -> TaskResult:
         own = self.loose[i] if self.loose is not None else {}
         stacked = self.stacked
         values = {name: stacked[name][i, ...] if name in stacked else own[name] for name in self.orders[self.which[i]]}
