@@ -14,6 +14,8 @@ far less than a dense product:
   encodings, local hashing).
 * :func:`constant_plus_bits`: the same with the pattern kept as packed bit
   vectors (unary encodings): one table lookup per byte of a report.
+* :func:`constant_plus_halfwords`: the same from bits packed value-major, 16
+  values per halfword (local hashing computes them that way).
 * :func:`constant_plus_intervals`: ``r`` off a contiguous run of values per
   row (the numeric mechanisms' output cells): O(|X| + D) by prefix sums.
 * :func:`convolution_likelihood`: translation-invariant noise on a line or a
@@ -174,8 +176,6 @@ def constant_plus_bits(words: np.ndarray, size: int, r: float, word_bits: int = 
     k = 1024, D = 10^6: 0.13 s and 0.10 s, against 0.20 s and 0.17 s over the reports' rows with a
     weighted count per byte; benchmarks/RESULTS.md).
     """
-    from scipy.sparse.linalg import LinearOperator
-
     words = np.ascontiguousarray(words, dtype="<i8")
     rows, width = words.shape
     raw = words.view(np.uint8).reshape(rows, width * 8)
@@ -195,6 +195,44 @@ def constant_plus_bits(words: np.ndarray, size: int, r: float, word_bits: int = 
     for lo in range(0, rows, _PACK_ROWS):  # by blocks of reports: row-wise reads, one transposed write
         block = raw[lo : lo + _PACK_ROWS, pick]
         halves[:, lo : lo + _PACK_ROWS] = block.view("<u2").T  # byte 2j low, byte 2j + 1 high
+    unpacked_column = (np.arange(size) // word_bits) * 64 + np.arange(size) % word_bits
+
+    def exact_rows(index: np.ndarray) -> np.ndarray:
+        picked = words[np.asarray(index, dtype=np.intp)].view(np.uint8)
+        return np.unpackbits(picked, axis=1, bitorder="little")[:, unpacked_column]
+
+    return _halfwords_operator(halves, column, size, r, exact_rows)
+
+
+def constant_plus_halfwords(halves: np.ndarray, size: int, r: float) -> LinearOperator:
+    """:func:`constant_plus_bits` from the layout it regroups its words into: ``H[d, x] = 1`` where bit
+    ``x % 16`` of ``halves[x // 16, d]`` is set, else ``r``.
+
+    ``halves`` is ``(ceil(size / 16), D)`` uint16, one row per halfword position (bits from ``size``
+    on are ignored). A mechanism that computes its bits value by value across all reports (local
+    hashing) writes this layout directly, without packing rows that are then transposed twice.
+    """
+    halves = np.ascontiguousarray(halves, dtype="<u2")
+    if halves.shape[0] != -(-size // 16):
+        raise ValueError(f"{size} values take {-(-size // 16)} halfword positions, got {halves.shape[0]}")
+    column = np.arange(halves.shape[0] * 16)
+    column = np.where(column < size, column, -1).reshape(-1, 8)
+
+    def exact_rows(index: np.ndarray) -> np.ndarray:
+        picked = np.ascontiguousarray(halves[:, np.asarray(index, dtype=np.intp)].T).view(np.uint8)
+        return np.unpackbits(picked, axis=1, bitorder="little")[:, :size]
+
+    return _halfwords_operator(halves, column, size, r, exact_rows)
+
+
+def _halfwords_operator(
+    halves: np.ndarray, column: np.ndarray, size: int, r: float, bits_of_rows: Callable[[np.ndarray], np.ndarray]
+) -> LinearOperator:
+    """The operator of packed halfwords ``(P, D)`` whose byte ``j`` (``2 p`` low, ``2 p + 1`` high) holds
+    columns ``column[j]`` (-1: no column), with ``bits_of_rows(index)`` the rows' 0/1 bits."""
+    from scipy.sparse.linalg import LinearOperator
+
+    rows = halves.shape[1]
     pattern = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little").astype(float)
     hit, where = column >= 0, np.nonzero(column >= 0)
     one_minus_r = -math.expm1(math.log(r)) if r > 0 else 1.0
@@ -235,12 +273,8 @@ def constant_plus_bits(words: np.ndarray, size: int, r: float, word_bits: int = 
         w = np.ravel(w).astype(float, copy=False)
         return r * w.sum() + one_minus_r * bits_t_times(w)
 
-    unpacked_column = (np.arange(size) // word_bits) * 64 + np.arange(size) % word_bits
-
     def exact_rows(index: np.ndarray) -> np.ndarray:
-        picked = words[np.asarray(index, dtype=np.intp)].view(np.uint8)
-        bits = np.unpackbits(picked, axis=1, bitorder="little")[:, unpacked_column]
-        return r + one_minus_r * bits
+        return r + one_minus_r * bits_of_rows(index)
 
     operator = LinearOperator((rows, size), matvec=matvec, rmatvec=rmatvec, dtype=float)
     return with_exact_rows(with_min_entry(operator, r), exact_rows)

@@ -34,7 +34,7 @@ from ldpsim import (
     Param,
     ParameterError,
     Privacy,
-    constant_plus_bits,
+    constant_plus_halfwords,
     count_estimate_variance,
     hookimpl,
 )
@@ -49,6 +49,10 @@ LOG_HASH_PROB = -math.log(PRIME - 1) - math.log(PRIME)
 #: elements per (chunk of reports x |X|) temporary: 4 MB of int64, which stays in cache between the
 #: hash's steps (32 MB chunks ran at 7.9 ns per pair, 4 MB ones at 4.7, before the arithmetic below)
 CHUNK_ELEMENTS = 1 << 19
+#: reports per block of :func:`hash_hit_halfwords` (a multiple of 4: two bytes per report pack 8 to a word)
+HIT_ROWS = 1024
+#: bytes of its (values x reports) 0/1 array per step: a few hundred kB that stay in a core's L2 cache
+HIT_BYTES = 1 << 19
 
 
 def universal_hash(a: np.ndarray, b: np.ndarray, x: np.ndarray, g: int) -> np.ndarray:
@@ -72,6 +76,79 @@ def universal_hash(a: np.ndarray, b: np.ndarray, x: np.ndarray, g: int) -> np.nd
     v *= g
     r -= v
     return r
+
+
+def _mod_prime(v: np.ndarray) -> np.ndarray:
+    """``v mod P`` for int64 ``0 <= v < 2^61``, in place: ``(v & P) + (v >> 31) < 2 P``, then P off once
+    (adding ``(r + 1) >> 31``, i.e. 1 where r >= P, and masking with P)."""
+    r = v >> 31
+    v &= PRIME
+    r += v
+    np.add(r, 1, out=v)
+    v >>= 31
+    r += v
+    r &= PRIME
+    return r
+
+
+def hash_hit_halfwords(a: np.ndarray, b: np.ndarray, y: np.ndarray, size: int, g: int) -> np.ndarray:
+    """Bit ``x % 16`` of ``out[x // 16, d]`` is ``[h_{a_d,b_d}(x) = y_d]``: ``(ceil(size / 16), D)`` uint16.
+
+    The layout :func:`ldpsim.constant_plus_halfwords` reads, computed value by value across the
+    reports so that every step runs over contiguous rows of reports in small integers. With
+    ``x = 32 j + l``, ``a x + b = C_j + D_l (mod P)`` where ``C_j = (a 32 j + b) mod P`` and
+    ``D_l = a l mod P`` take 32 + |X| / 32 int64 reductions per report instead of |X|. Then
+    ``h(x) = (C_j + D_l - P [D_l >= P - C_j]) mod g``, so ``h(x) = y`` is
+    ``(D_l mod g + c [D_l >= P - C_j]) mod g = (y - C_j) mod g`` with ``c = -P mod g`` (1 when g is a
+    power of two): one uint32 comparison and a few uint8 steps (for g <= 128) per (report, value),
+    not nine int64 ones, and the 0/1 results are packed 8 at a time by shifts on their uint64 words.
+    The reports sit two bytes apart (the bytes of values ``16 q + t`` and ``16 q + 8 + t`` of each
+    report side by side), so the packed bytes are the halfwords themselves: nothing is transposed.
+    """
+    n = a.shape[0]
+    blocks = -(-size // 32)  # j
+    out = np.empty((2 * blocks, n), dtype=np.uint16)
+    low_type = np.uint8 if g <= 1 << 7 else np.uint16 if g <= 1 << 15 else np.uint32  # holds 2 g - 2
+    c = -PRIME % g
+    power_of_two = g & (g - 1) == 0
+    rows = max(4, min(HIT_ROWS, (CHUNK_ELEMENTS // blocks) // 4 * 4))
+    step = max(1, HIT_BYTES // (32 * rows))  # blocks of 32 values per step
+    offsets = np.arange(32, dtype=np.int64)[:, None]
+    starts = np.arange(blocks, dtype=np.int64)[:, None]
+    for lo in range(0, n, rows):
+        hi = min(lo + rows, n)
+        m = -(-(hi - lo) // 4) * 4  # the last block is padded with copies of its first report
+        pick = np.minimum(np.arange(lo, lo + m), hi - 1) if m > hi - lo else slice(lo, hi)
+        ai, bi, yi = (np.asarray(v[pick], dtype=np.int64) for v in (a, b, y))
+        d32 = _mod_prime(offsets * ai)  # (32, m): D_l, l = 16 h + 8 p + t
+        d = np.empty((2, 8, m, 2), dtype=np.uint32)  # (h, t, report, p)
+        d[...] = d32.reshape(2, 2, 8, m).transpose(0, 2, 3, 1)
+        d = d.reshape(2, 8, 2 * m)
+        d_mod = (d % g).astype(low_type)
+        cj = _mod_prime(starts * _mod_prime(ai * 32) + bi)  # (blocks, m): C_j
+        threshold = np.repeat((PRIME - cj).astype(np.uint32), 2, axis=1)  # carry where D_l >= P - C_j
+        target = np.repeat(((yi - cj) % g).astype(low_type), 2, axis=1)
+        for j0 in range(0, blocks, step):
+            j1 = min(j0 + step, blocks)
+            hit = np.greater_equal(d, threshold[j0:j1, None, None, :])  # (j, h, t, 2 m)
+            low = hit.view(np.uint8) if low_type is np.uint8 else hit.astype(low_type)
+            if c != 1:
+                low *= low_type(c)
+            low += d_mod
+            if power_of_two:
+                low &= low_type(g - 1)
+            else:  # below 2 g: x - g wraps above x where x < g
+                np.minimum(low, low - low_type(g), out=low)
+            np.equal(low, target[j0:j1, None, None, :], out=hit)
+            bits = hit.view(np.uint64)  # 8 reports' 0/1 bytes per word: shifts stay within each byte
+            packed = bits[:, :, 7].copy()
+            for t in range(6, -1, -1):
+                packed <<= np.uint64(1)
+                packed |= bits[:, :, t]
+            out[2 * j0 : 2 * j1, lo:hi] = packed.view(np.uint16).reshape(2 * (j1 - j0), m)[:, : hi - lo]
+    for q in range(max(0, 2 * blocks - 2), 2 * blocks):  # the values from size on (hashed, not in X)
+        out[q] &= np.uint16((1 << min(16, max(0, size - 16 * q))) - 1)
+    return out[: -(-size // 16)]
 
 
 class LocalHashing(Mechanism):
@@ -153,15 +230,12 @@ class LocalHashing(Mechanism):
         return out
 
     def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
-        # the supports packed 64 values per int64 word (8 times smaller than a CSR matrix's set bits)
+        # the supports packed 16 values per halfword, value-major (8 times smaller than a CSR matrix's set bits)
         reports = self._checked(reports)
         k = self.domain.size
-        words = np.zeros((reports.shape[0], -(-k // 64) * 8), dtype=np.uint8)
-        for rows, support in self._support_chunks(reports):
-            packed = np.packbits(support, axis=1, bitorder="little")
-            words[rows, : packed.shape[1]] = packed
+        halves = hash_hit_halfwords(reports[:, 0], reports[:, 1], reports[:, 2], k, self.buckets)
         shift = np.full(reports.shape[0], LOG_HASH_PROB + self._log_p)
-        return shift, constant_plus_bits(words.view("<i8"), k, math.exp(-self.eps), 64)
+        return shift, constant_plus_halfwords(halves, k, math.exp(-self.eps))
 
     def _unbiased_estimate(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray:
         # Wang et al. (2017): a report supports x w.p. p if x is the true value, else 1/g (two values collide
