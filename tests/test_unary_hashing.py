@@ -246,6 +246,50 @@ def test_olh_hash_without_division_equals_the_definition(a, b, x, g):
     assert got.tolist() == [((a * x + b) % PRIME) % g, ((a * x) % PRIME) % g]
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    k=st.integers(1, 200),
+    g=st.one_of(st.sampled_from([2, 4, 8, 128, 256, 1 << 15, 1 << 30]), st.integers(2, PRIME - 1)),
+    reports=st.lists(
+        st.tuples(
+            st.one_of(st.integers(1, PRIME - 1), st.sampled_from([1, 2, PRIME - 2, PRIME - 1])),
+            st.one_of(st.integers(0, PRIME - 1), st.sampled_from([0, 1, PRIME - 2, PRIME - 1])),
+            st.integers(0, PRIME - 2),
+        ),
+        min_size=0,
+        max_size=9,
+    ),
+)
+def test_olh_hash_bits_by_blocks_of_values_equal_the_definition(k, g, reports):
+    # the likelihood's bits (C_j + D_l mod P, the carry, the match mod g, the packing into value-major
+    # halfwords) against Python's exact integers, for every g (uint8, uint16 and uint32 steps) and k
+    from ldpsim_plugins.mechanisms.local_hashing import hash_hit_halfwords
+
+    a, b, y = (np.array([r[i] for r in reports], dtype=np.int64) for i in range(3))
+    y %= g
+    got = hash_hit_halfwords(a, b, y, k, g)
+    assert got.shape == (-(-k // 16), len(reports)) and got.dtype == np.uint16
+    for d, (ad, bd, yd) in enumerate(zip(a.tolist(), b.tolist(), y.tolist())):
+        bits = sum(1 << x for x in range(k) if (ad * x + bd) % PRIME % g == yd)
+        assert [int(h) for h in got[:, d]] == [(bits >> (16 * q)) & 0xFFFF for q in range(got.shape[0])]
+
+
+def test_olh_hash_bits_across_blocks_of_reports_and_values():
+    # more reports than a block (the last one padded) and more values than a step of blocks of 32
+    from ldpsim_plugins.mechanisms import local_hashing
+    from ldpsim_plugins.mechanisms.local_hashing import HIT_BYTES, HIT_ROWS, hash_hit_halfwords, universal_hash
+
+    rng = np.random.default_rng(5)
+    k, n = 32 * (HIT_BYTES // (32 * HIT_ROWS)) + 45, HIT_ROWS + 7
+    for g in (4, 5):
+        a, b, y = rng.integers(1, PRIME, n), rng.integers(0, PRIME, n), rng.integers(0, g, n)
+        support = universal_hash(a[:, None], b[:, None], np.arange(k)[None, :], g) == y[:, None]
+        packed = np.zeros((n, 2 * -(-k // 16)), dtype=np.uint8)
+        packed[:, : -(-k // 8)] = np.packbits(support, axis=1, bitorder="little")
+        np.testing.assert_array_equal(hash_hit_halfwords(a, b, y, k, g), packed.view("<u2").T)
+    assert local_hashing.CHUNK_ELEMENTS // -(-k // 32) > HIT_ROWS  # the blocks of reports are HIT_ROWS here
+
+
 def test_olh_reports_grr_on_a_uniform_universal_hash(rng):
     from scipy.stats import chisquare
 

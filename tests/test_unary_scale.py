@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import binom, chisquare
 
-from ldpsim import Integers, Likelihood, Observations, constant_plus_bits, gibu
+from ldpsim import Integers, Likelihood, Observations, constant_plus_bits, constant_plus_halfwords, gibu
 
 WORD_BITS = 62
 #: false-alarm rate of each seeded chi-square test
@@ -56,6 +56,23 @@ def test_packed_bits_operator_reads_every_bit_of_full_words(k, rows, seed):
     theta, w = rng.random(k), rng.random(rows)
     np.testing.assert_allclose(op @ theta, dense @ theta, rtol=1e-12)
     np.testing.assert_allclose(op.T @ w, dense.T @ w, rtol=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(k=st.integers(1, 300), rows=st.integers(0, 20), seed=st.integers(0, 2**32 - 1))
+def test_halfwords_operator_is_the_packed_bits_operator_of_the_same_bits(k, rows, seed):
+    # value-major halfwords (local hashing's layout) against 64-bit words: the same products and rows, bit
+    # for bit; bits from k on (random here) are ignored by both
+    rng = np.random.default_rng(seed)
+    words = rng.integers(np.iinfo(np.int64).min, np.iinfo(np.int64).max, (rows, -(-k // 64)), endpoint=True)
+    halves = words.view(np.uint8)[:, : 2 * -(-k // 16)].copy().view("<u2").T
+    by_words, by_halves = constant_plus_bits(words, k, 0.25, word_bits=64), constant_plus_halfwords(halves, k, 0.25)
+    theta, w = rng.random(k), rng.random(rows)
+    np.testing.assert_array_equal(by_halves @ theta, by_words @ theta)
+    np.testing.assert_array_equal(by_halves.T @ w, by_words.T @ w)
+    np.testing.assert_array_equal(by_halves.rows(np.arange(rows)), by_words.rows(np.arange(rows)))
+    with pytest.raises(ValueError, match="halfword positions"):
+        constant_plus_halfwords(halves[:-1], k, 0.25)
 
 
 def test_packed_bits_operator_without_reports():
