@@ -218,9 +218,13 @@ def constant_plus_halfwords(halves: np.ndarray, size: int, r: float) -> LinearOp
     column = np.arange(halves.shape[0] * 16)
     column = np.where(column < size, column, -1).reshape(-1, 8)
 
+    every_column = np.arange(size)
+
     def exact_rows(index: np.ndarray) -> np.ndarray:
         picked = np.ascontiguousarray(halves[:, np.asarray(index, dtype=np.intp)].T).view(np.uint8)
-        return np.unpackbits(picked, axis=1, bitorder="little")[:, :size]
+        # the columns taken by an index, as constant_plus_bits does: the same (column-major) layout, so
+        # products with the rows (a small likelihood's dense passes) round the same way
+        return np.unpackbits(picked, axis=1, bitorder="little")[:, every_column]
 
     return _halfwords_operator(halves, column, size, r, exact_rows)
 
