@@ -117,7 +117,7 @@ def hash_hit_halfwords(a: np.ndarray, b: np.ndarray, y: np.ndarray, size: int, g
     starts = np.arange(blocks, dtype=np.int64)[:, None]
     for lo in range(0, n, rows):
         hi = min(lo + rows, n)
-        m = -(-(hi - lo) // 4) * 4  # the last block is padded with copies of its first report
+        m = -(-(hi - lo) // 4) * 4  # the last block is padded with copies of its last report
         pick = np.minimum(np.arange(lo, lo + m), hi - 1) if m > hi - lo else slice(lo, hi)
         ai, bi, yi = (np.asarray(v[pick], dtype=np.int64) for v in (a, b, y))
         d32 = _mod_prime(offsets * ai)  # (32, m): D_l, l = 16 h + 8 p + t
