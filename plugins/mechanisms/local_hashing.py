@@ -124,12 +124,12 @@ def hash_hit_halfwords(a: np.ndarray, b: np.ndarray, y: np.ndarray, size: int, g
         d = np.empty((2, 8, m, 2), dtype=np.uint32)  # (h, t, report, p)
         d[...] = d32.reshape(2, 2, 8, m).transpose(0, 2, 3, 1)
         d = d.reshape(2, 8, 2 * m)
-        cj = _mod_prime(starts * _mod_prime(ai * 32) + bi)  # (blocks, m): C_j
-        threshold = np.repeat((PRIME - cj).astype(np.uint32), 2, axis=1)  # carry where D_l >= P - C_j
-        if power_of_two:  # a mask, not a division (two's complement: also for y - C_j < 0)
-            d_mod, target = d & np.uint32(g - 1), np.bitwise_and(yi - cj, g - 1)
+        cj = _mod_prime(starts * _mod_prime(ai * 32) + bi).astype(np.uint32)  # (blocks, m): C_j
+        threshold = np.repeat(np.uint32(PRIME) - cj, 2, axis=1)  # carry where D_l >= P - C_j
+        if power_of_two:  # a mask, not a division (y - C_j wraps modulo 2^32, a multiple of g)
+            d_mod, target = d & np.uint32(g - 1), (yi.astype(np.uint32) - cj) & np.uint32(g - 1)
         else:
-            d_mod, target = d % g, (yi - cj) % g
+            d_mod, target = d % g, (yi - cj.astype(np.int64)) % g
         d_mod = d_mod.astype(low_type)
         target = np.repeat(target.astype(low_type), 2, axis=1)
         for j0 in range(0, blocks, step):
