@@ -431,16 +431,38 @@ def test_the_active_sets_subproblem_is_solved_to_its_kkt_conditions(problem):
     assert np.all(np.abs(grad / unit)[y > 0] <= tol)
 
 
-def test_the_column_store_returns_the_exact_columns_of_changing_active_sets(rng):
-    """Values join and leave across steps; each request is answered with exactly H[:, active] (one row each)."""
+def test_the_active_hessian_follows_changing_active_sets_and_weights(rng):
+    """Values join and leave across steps, and the reports' weights move: each Hessian is H[:, S]^T diag(w') H[:, S]
+    for weights w' within ACTIVE_REWEIGHT of the current ones (exactly the current ones where they moved more), in
+    slots reused from values that left."""
     from ldpsim.estimation.operators import exact_block
 
     h = rng.random((30, 50))
-    store = newton._ColumnStore(h, 30, 12, exact_block)
-    for active in ([1, 5, 9], [5, 9, 20, 21, 40], [0, 2, 40], list(range(38, 50)), [3]):
-        got = store.columns(np.array(active))
-        np.testing.assert_array_equal(got, h[:, active].T.astype(np.float32))
+    store = newton._ActiveHessian(h, 30, 12, exact_block)
+    scale = rng.uniform(0.5, 2.0, 30)
+    for step, active in enumerate(([1, 5, 9], [5, 9, 20, 21, 40], [0, 2, 40], list(range(38, 50)), [3])):
+        if step:
+            scale = scale * np.where(rng.random(30) < 0.5, rng.uniform(0.5, 1.5, 30), 1 + 0.01 * rng.random(30))
+        got = store.hessian(np.array(active), scale, exact=step == 3)
+        exact = h[:, active].T @ (scale[:, None] ** 2 * h[:, active])
+        within = (0.0 if step == 3 else newton.ACTIVE_REWEIGHT) * exact  # positive entries: sums of positive terms
+        assert np.all(np.abs(got - exact) <= within + 1e-5 * exact)
+        if step:  # the moved weights were brought up to date: better than the stale ones would give
+            stale = h[:, active].T @ (store.weights[:, None] * store.top**2 * h[:, active])
+            np.testing.assert_allclose(got, stale, rtol=1e-5)
     assert store.data.shape == (12, 30)  # slots are reused: 12 values at a time, 22 read in all
+
+
+def test_newcomers_are_the_most_violated_one_per_neighbourhood_first():
+    """On a line of 10 values whose violations form two valleys, the two valley floors join first, then the
+    rest by violation; an operator without a geometry gives the most violated alone; all fit when room allows."""
+    _, line = ldpsim.convolution_likelihood(np.ones(3), (10,), np.array([0]))
+    grad_f = np.array([0.0, -1.0, -3.0, -2.9, -2.8, 0.0, -2.0, -2.5, -1.5, 0.0])  # floors at 2 and 7
+    violating = np.flatnonzero(grad_f < 0)
+    assert newton.ACTIVE_SPREAD == 2
+    np.testing.assert_array_equal(newton._newcomers(line, grad_f, violating, 3), [2, 7, 3])
+    np.testing.assert_array_equal(newton._newcomers(np.ones((1, 10)), grad_f, violating, 3), [2, 3, 4])
+    assert set(newton._newcomers(line, grad_f, violating, 10)) == set(violating)
 
 
 def test_the_active_set_hands_over_when_its_kkt_would_need_too_many_steps():

@@ -272,3 +272,26 @@ def test_exact_blocks_of_dense_and_row_reading_operators():
     op = ldpsim.with_exact_rows(aslinearoperator(dense), lambda rows: dense[rows])
     np.testing.assert_array_equal(exact_block(op, index, columns), dense[np.ix_(index, columns)])
     assert exact_block(aslinearoperator(dense), index, columns) is None
+
+
+@given(
+    st.integers(2, 7),
+    st.integers(1, 6),
+    st.integers(0, 2),
+    st.integers(0, 2**32 - 1),
+)
+@settings(max_examples=60, deadline=None)
+def test_a_convolutions_local_minima_are_the_cells_smallest_within_the_radius(rows, cols, radius, seed):
+    """Each flagged value is at most every value within ``radius`` cells along both axes of its grid, and every
+    such value is flagged (brute force over the neighbourhoods; ties included, infinite cells too)."""
+    rng = np.random.default_rng(seed)
+    _, op = ldpsim.convolution_likelihood(np.ones((3, 3)), (rows, cols), np.array([[0, 0]]))
+    field = rng.integers(0, 4, rows * cols).astype(float)  # few levels: ties are common
+    field[rng.random(field.size) < 0.3] = np.inf
+    grid = field.reshape(rows, cols)
+    expected = [
+        grid[i, j] <= grid[max(0, i - radius) : i + radius + 1, max(0, j - radius) : j + radius + 1].min()
+        for i in range(rows)
+        for j in range(cols)
+    ]
+    np.testing.assert_array_equal(op.local_minima(field, radius), expected)

@@ -122,6 +122,28 @@ class ConvolutionOperator(LinearOperator):
             self._cropped, self.grid, self.positions, self.start, self.window, support, self.column_scale
         )
 
+    def local_minima(self, field: np.ndarray, radius: int) -> np.ndarray:
+        """Whether each value's entry of ``field`` (one per column) is the smallest within ``radius`` cells along
+        every axis of the grid: the exact MLE's active set takes its newcomers from these first, one per region
+        (``newton._newcomers``).
+
+        Parameters
+        ----------
+        field
+            One number per value (column), in the grid's row-major order; ``inf`` where a value is no candidate.
+        radius
+            Half the side of the neighbourhood, in cells.
+
+        Returns
+        -------
+        numpy.ndarray
+            Boolean, one per value; ties count as minima.
+        """
+        from scipy import ndimage
+
+        grid = np.asarray(field, dtype=float).reshape(self.grid)
+        return (ndimage.minimum_filter(grid, size=2 * radius + 1, mode="nearest") == grid).ravel()
+
     def _cropped(self, shape: tuple[int, ...]) -> np.ndarray:
         """The kernel cropped to a box of ``shape``: offsets <= -n into one bucket, -n+1 .. n-1 as they are,
         >= n into one bucket, per axis (sums of positives)."""

@@ -67,6 +67,10 @@ ACTIVE_WARM_PASSES = 100
 #: ... it starts with the values whose mass exceeds this multiple of the uniform's and whose KKT condition
 #: does not push them down (gradient >= 1) ...
 ACTIVE_THRESHOLD = 1.0
+#: ... thinned to this fraction of what the Hessian's budget holds (the first step keeps about 40 % of them
+#: whatever their number, and its cost grows with their cube: the 256 x 256 grid at eps = 0.25, n = 10^6, took
+#: 48.6 s from the whole budget, 41.3 s from half of it and 42.0 s from 30 %) ...
+ACTIVE_START = 0.5
 #: ... takes at most this many steps (each one Hessian over the active set), and hands over to SQUAREM when L has
 #: not risen for :data:`ACTIVE_STALL` of them, or when the KKT violation, falling at its fastest mean rate over
 #: :data:`ACTIVE_RATE_STEPS` steps, would need more steps than that: the support is then too large for the budget
@@ -74,6 +78,13 @@ ACTIVE_THRESHOLD = 1.0
 #: certifies in 12 s; the 256 x 256 grid's at eps = 0.25 fell from 244 by half per step, more slowly while S was
 #: full, then fast: 20 steps). The first steps' KKT need not fall at all (the start is a thinned warm start).
 ACTIVE_MAX_STEPS, ACTIVE_STALL, ACTIVE_RATE_STEPS = 40, 3, 3
+#: newcomers to the active set are first the values that violate their KKT condition most within this many cells
+#: along each axis of a grid (:func:`_newcomers`; 1 took 11 steps on a 128 x 128 grid at eps = 0.25, 2 took 11 with a
+#: lower KKT at the end)
+ACTIVE_SPREAD = 2
+#: the active set's Hessian brings a report's weight up to date when it moved by more than this factor
+#: (:class:`_ActiveHessian`; 0.2 took one step more on the 256 x 256 grid at eps = 0.25)
+ACTIVE_REWEIGHT = 0.05
 #: interior-point iterations of one quadratic subproblem (each a Cholesky factorization over the active set; they
 #: took 8-24 on grids up to 256 x 256) and the complementarity they reach, relative to the linear term
 QP_MAX_ITER, QP_TOL = 100, 1e-14
@@ -504,15 +515,15 @@ def _active_set(
     """The exact MLE on a large domain whose MLE has a small support: sequential quadratic programming on an active set.
 
     At small eps on a large grid the MLE is zero on most values (3,919 of 4,096 on a 64 x 64 grid at
-    eps = 0.25; about 1,800 of 65,536 on a 256 x 256 one at n = 10^6), and a Hessian over the whole domain
+    eps = 0.25; 63,121 of 65,536 on a 256 x 256 one at n = 10^6), and a Hessian over the whole domain
     cannot be formed. As in mixsqp (Kim, Carbonetto, Stephens, Anitescu 2020), each step minimizes the
     quadratic model of f at x over the active set S, subject to x >= 0
-    (:func:`_nonnegative_qp`), with the exact Hessian over S formed in single precision from the exact
-    columns ``H[:, S]`` (:func:`~ldpsim.estimation.operators.exact_block`), then takes the longest step
+    (:func:`_nonnegative_qp`), with the Hessian over S kept up to date in single precision from the exact
+    columns ``H[:, S]`` (:class:`_ActiveHessian`), then takes the longest step
     towards its solution that Armijo's rule accepts, through the whole operator. The subproblem's solution
     has exact zeros, so the iterates do: a value leaves S when it is zero, and the values whose KKT
-    condition fails most (gradient above 1: :meth:`Likelihood.certificate`) join it, at most half as many as
-    S keeps. Only the whole domain's certificate ends the iterations, so the result is certified exactly as
+    condition fails most (gradient above 1: :meth:`Likelihood.certificate`) join it, one per neighbourhood
+    first (:func:`_newcomers`), at most half as many as S keeps. Only the whole domain's certificate ends the iterations, so the result is certified exactly as
     SQUAREM's would be.
 
     This replaced restricted interior-point problems solved round after round (each about 13 Hessians,
@@ -520,8 +531,8 @@ def _active_set(
     over the data costs here, and the subproblems' many factorizations are over |S| values alone.
 
     S starts from the warm start's values with more than :data:`ACTIVE_THRESHOLD` times the uniform's
-    mass that EM is not draining, thinned evenly to what a Hessian of :data:`ACTIVE_MAX_FLOPS` holds (so it
-    still covers every region the data does). When L stops rising (:data:`ACTIVE_STALL`), or the KKT
+    mass that EM is not draining, thinned evenly to :data:`ACTIVE_START` of what a Hessian of
+    :data:`ACTIVE_MAX_FLOPS` holds (so it still covers every region the data does). When L stops rising (:data:`ACTIVE_STALL`), or the KKT
     violation would need more than :data:`ACTIVE_MAX_STEPS` steps even at its fastest rate so far
     (:func:`_steps_to_tol`: a support too large for the budget), SQUAREM continues from the warm start: what
     ``mle`` runs on such domains without this path.
@@ -539,13 +550,14 @@ def _active_set(
     columns = np.flatnonzero((warm.theta * size > ACTIVE_THRESHOLD) & (g >= 1.0))
     if columns.size == 0:  # no value stands out yet: the likeliest few start
         columns = np.sort(np.argsort(-warm.theta, kind="stable")[: min(size, 64)])
-    if columns.size > budget:  # evenly thinned: every region the candidates cover keeps some
-        columns = columns[np.round(np.linspace(0, columns.size - 1, budget)).astype(np.intp)]
+    initial = max(1, int(ACTIVE_START * budget))
+    if columns.size > initial:  # evenly thinned: every region the candidates cover keeps some
+        columns = columns[np.round(np.linspace(0, columns.size - 1, initial)).astype(np.intp)]
     x = np.zeros(size)
     x[columns] = warm.theta[columns] / warm.theta[columns].sum()
     pt = solver.point(x)
     solver.complete(pt)
-    store = _ColumnStore(H, rows, budget, exact_block)
+    hessians = _ActiveHessian(H, rows, budget, exact_block)
     best_f, stalled, kkts = pt.f, 0, [pt.kkt]
     for step in range(ACTIVE_MAX_STEPS):
         if pt.kkt < tol or solver.passes >= max_iter or stalled >= ACTIVE_STALL or not math.isfinite(pt.f):
@@ -556,16 +568,12 @@ def _active_set(
         kept = np.flatnonzero(pt.x > 0)
         violating = np.flatnonzero((pt.x == 0) & (grad_f < -tol))
         room = min(budget - kept.size, max(kept.size // 2, 64))
-        violating = violating[np.argsort(grad_f[violating], kind="stable")[: max(room, 0)]]
+        violating = _newcomers(H, grad_f, violating, max(room, 0))
         active = np.union1d(kept, violating)
-        block = store.columns(active)
-        if block is None:
+        hess = hessians.hessian(active, solver.sqrt_w / pt.p, exact=violating.size == 0)
+        if hess is None:
             break
-        scale = solver.sqrt_w / pt.p
-        top = float(scale.max())
-        block *= (scale / top).astype(np.float32)
-        hess = (block @ block.T).astype(float) * top**2
-        solver.passes += 1  # forming the Hessian reads H[:, S] once
+        solver.passes += 1  # bringing the Hessian up to date reads H[:, S] at most once
         xa = pt.x[active]
         y = _nonnegative_qp(hess, grad_f[active] - hess @ xa, xa)
         direction = y - xa
@@ -609,6 +617,25 @@ def _active_set(
     )
 
 
+def _newcomers(H: object, grad_f: np.ndarray, violating: np.ndarray, room: int) -> np.ndarray:
+    """The ``room`` values of ``violating`` that join the active set: the most violated, those whose violation is the
+    largest of their neighbourhood first, where the operator knows one (a grid's ``local_minima``).
+
+    Neighbours of a value missing from the support violate their KKT conditions nearly as much as it does, and the
+    subproblem keeps one of them and sets the rest to zero: taken by violation alone, the newcomers crowd into the
+    worst regions. One per region covers more of them per step: 16 steps instead of 20 on a 256 x 256 grid at
+    eps = 0.25, 11 instead of 16 on a 128 x 128 one (``bench_mle.py``).
+    """
+    order = violating[np.argsort(grad_f[violating], kind="stable")]
+    local_minima = getattr(H, "local_minima", None)
+    if local_minima is not None and order.size > room:
+        field = np.full(grad_f.size, np.inf)
+        field[order] = grad_f[order]
+        first = local_minima(field, ACTIVE_SPREAD)[order]
+        order = np.concatenate([order[first], order[~first]])
+    return order[:room]
+
+
 def _steps_to_tol(kkts: list[float], tol: float) -> float:
     """The steps taken (``kkts`` has one KKT violation more) plus those the last needs to fall below ``tol`` at
     the fastest mean rate it fell over any :data:`ACTIVE_RATE_STEPS` consecutive steps: optimistic, so the active
@@ -622,33 +649,89 @@ def _steps_to_tol(kkts: list[float], tol: float) -> float:
     return len(kkts) - 1 + math.log(now / tol) / max(rates)
 
 
-class _ColumnStore:
-    """The exact columns ``H[:, S]`` of an active set in single precision, kept from step to step: only the values
-    that join S are read (:func:`~ldpsim.estimation.operators.exact_block`), into the slots of those that left.
-    Stored one column per row, so gathering S copies whole rows, in an array of the budget's size allocated once
-    (its pages are touched as slots fill; growing it copied the whole store, a second a time at 256 x 256)."""
+class _ActiveHessian:
+    """The Hessian ``H[:, S]^T diag(w) H[:, S]`` of an active set S, kept up to date from step to step instead of
+    formed afresh (D |S|^2 multiply-adds, a second and a half at 256 x 256).
+
+    The exact columns of the values in S are kept in single precision, one per row of an array of the budget's
+    size allocated once; a value that joins S is read (:func:`~ldpsim.estimation.operators.exact_block`) into
+    a slot after those kept (the last kept move into the slots of those that left). Alongside is their weighted
+    Gram matrix, summed with weights
+    ``w`` that may lag the current ones: a new value's products with every slot are added with them (D |S|
+    |new|), and a report's weight is brought up to date only when it moved by more than
+    :data:`ACTIVE_REWEIGHT` relatively (two symmetric rank-|R| updates over the reports R that did). The
+    Hessian is then exact for weights within that factor of the current ones, which the subproblems need no
+    better while S changes: the 256 x 256 grid took its 16 steps either way (``bench_mle.py``). Once no value
+    joins S, the Hessian is formed afresh: Newton's last steps on a settled support converge quickly only with
+    the exact Hessian (with weights 5 % off, the 256 x 256 grid at n = 10^5 crawled from KKT 1e-5 to 4e-6 in
+    steps too small to change L, and the active set handed over; updated to the current weights instead of
+    formed afresh, the rounding the updates had accumulated raised the KKT of the n = 10^6 one from 2.3e-6 to
+    4.3e-6, with the same end). The certificate is the whole
+    domain's either way, so the result is not approximate. Weights are held relative to the first step's
+    largest, so no single-precision product overflows.
+    """
 
     def __init__(self, H: object, rows: int, capacity: int, read: Callable[..., np.ndarray | None]):
         self.H, self.read = H, read
         self.everyone = np.arange(rows)
-        self.data = np.empty((capacity, rows), dtype=np.float32)
-        self.values = np.full(capacity, -1, dtype=np.intp)  # the value in each slot, -1 if free
+        self.data = np.empty((capacity, rows), dtype=np.float32)  # pages touched as slots fill
+        self.values = np.zeros(0, dtype=np.intp)  # the value in each of the first len(values) slots
+        self.gram = np.zeros((0, 0))
+        self.weights = np.zeros(0)  # each report's weight in ``gram``, relative to ``top`` squared
+        self.top = 0.0
 
-    def columns(self, active: np.ndarray) -> np.ndarray | None:
-        """``H[:, active].T`` (a new C-ordered array; at most ``capacity`` values), or None if the operator
-        cannot read them."""
-        held = np.isin(self.values, active)
-        self.values[~held] = -1
+    def hessian(self, active: np.ndarray, scale: np.ndarray, exact: bool) -> np.ndarray | None:
+        """``H[:, active]^T diag(scale^2) H[:, active]`` (within :data:`ACTIVE_REWEIGHT` in its weights unless
+        ``exact``), or None if the operator cannot read the columns. ``active`` is sorted and holds at most
+        ``capacity`` values."""
+        self._drop(np.isin(self.values, active))
         new = active[~np.isin(active, self.values)]
+        kept = self.values.size
         if new.size:
             part = self.read(self.H, self.everyone, new, np.float32)
             if part is None:
                 return None
-            slots = np.flatnonzero(self.values < 0)[: new.size]
-            self.data[slots] = part.T
-            self.values[slots] = new
+            self.data[kept : kept + new.size] = part.T
+            self.values = np.concatenate([self.values, new])
+        m, data = self.values.size, self.data[: self.values.size]
+        if exact or not self.weights.size:  # afresh: every product, with the current weights
+            self.top = float(scale.max())
+            self.weights = (scale / self.top) ** 2
+            scaled = data * (scale / self.top).astype(np.float32)
+            self.gram = (scaled @ scaled.T).astype(float)  # a @ a.T: numpy takes BLAS's symmetric product
+        else:
+            gram = np.zeros((m, m))
+            gram[:kept, :kept] = self.gram[:kept, :kept]
+            if new.size:
+                cross = (data @ (data[kept:] * self.weights.astype(np.float32)).T).astype(float)
+                gram[:, kept:] = cross
+                gram[kept:, :] = cross.T
+            self.gram = gram
+            weights = (scale / self.top) ** 2
+            moved = np.flatnonzero(np.abs(weights - self.weights) > ACTIVE_REWEIGHT * self.weights)
+            change = weights[moved] - self.weights[moved]
+            for sign in (1.0, -1.0):  # two symmetric products: up and down
+                part = moved[sign * change > 0]
+                if part.size:
+                    block = data[:, part] * np.sqrt(sign * (weights[part] - self.weights[part])).astype(np.float32)
+                    self.gram += sign * (block @ block.T).astype(float)
+            self.weights[moved] = weights[moved]
         order = np.argsort(self.values, kind="stable")
-        return self.data[order[np.searchsorted(self.values, active, sorter=order)]]
+        where = order[np.searchsorted(self.values, active, sorter=order)]
+        return self.gram[np.ix_(where, where)] * self.top**2
+
+    def _drop(self, held: np.ndarray) -> None:
+        """Forget the values not ``held``: the last held ones move into their slots, so the held stay the first."""
+        k = int(held.sum())
+        holes = np.flatnonzero(~held[:k])
+        movers = k + np.flatnonzero(held[k:])
+        if holes.size:
+            self.data[holes] = self.data[movers]
+            self.values[holes] = self.values[movers]
+            self.gram[holes, :] = self.gram[movers, :]
+            self.gram[:, holes] = self.gram[:, movers]
+        self.values = self.values[:k]
+        self.gram = self.gram[:k, :k]
 
 
 def _nonnegative_qp(hess: np.ndarray, c: np.ndarray, start: np.ndarray) -> np.ndarray:
