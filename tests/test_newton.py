@@ -437,7 +437,8 @@ def test_the_active_sets_subproblem_is_solved_to_its_kkt_conditions(refinements,
 
 
 def test_refined_cholesky_solves_to_double_precision_or_falls_back(rng):
-    """(q + diag(extra)) v = rhs with extra spanning 30 orders of magnitude, to float64's accuracy; and a q that
+    """(q + diag(extra)) v = rhs with extra spanning 30 orders of magnitude (the largest rows left out of the
+    factorization), to float64's accuracy; and a q that
     float32 cannot factorize (indefinite by 1e-9, within float32's round-off) is solved by the float64 fallback."""
     a = rng.standard_normal((80, 60)) * np.logspace(0, -2, 60)
     g = a.T @ a
