@@ -411,7 +411,8 @@ def nonnegative_qps(draw):
 def test_the_active_sets_subproblem_is_solved_to_its_kkt_conditions(refinements, problem):
     """Against its optimality conditions and scipy's NNLS (Lawson-Hanson) on the same problem written as least
     squares: y^T B y / 2 + c^T y = |R y + R^-T c|^2 / 2 + const for B = R^T R. Its systems factorized in float32
-    and refined, and (no refinement allowed) the float64 factorizations it falls back on."""
+    and refined, and (no refinement allowed) the float64 factorizations it falls back on, for all but the
+    affine steps, which are not refined."""
     from unittest import mock
 
     from scipy.linalg import cholesky, solve_triangular
