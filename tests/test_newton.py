@@ -405,16 +405,22 @@ def nonnegative_qps(draw):
     return a.T @ a + 1e-9 * np.eye(m), rng.standard_normal(m) * 10 ** rng.uniform(-3, 3, m), rng.random(m)
 
 
+@pytest.mark.parametrize("refinements", [newton._REFINEMENTS, 0], ids=["float32", "float64"])
 @settings(deadline=None, max_examples=150)
 @given(nonnegative_qps())
-def test_the_active_sets_subproblem_is_solved_to_its_kkt_conditions(problem):
+def test_the_active_sets_subproblem_is_solved_to_its_kkt_conditions(refinements, problem):
     """Against its optimality conditions and scipy's NNLS (Lawson-Hanson) on the same problem written as least
-    squares: y^T B y / 2 + c^T y = |R y + R^-T c|^2 / 2 + const for B = R^T R."""
+    squares: y^T B y / 2 + c^T y = |R y + R^-T c|^2 / 2 + const for B = R^T R. Its systems factorized in float32
+    and refined, and (no refinement allowed) the float64 factorizations it falls back on, for all but the
+    affine steps, which are not refined."""
+    from unittest import mock
+
     from scipy.linalg import cholesky, solve_triangular
     from scipy.optimize import nnls
 
     hess, c, start = problem
-    y = newton._nonnegative_qp(hess, c, start)
+    with mock.patch.object(newton, "_REFINEMENTS", refinements):
+        y = newton._nonnegative_qp(hess, c, start)
     assert np.all(y >= 0)
 
     def q(v):
@@ -429,6 +435,26 @@ def test_the_active_sets_subproblem_is_solved_to_its_kkt_conditions(problem):
     tol = 1e-6 * np.abs(c / unit).max()
     assert np.all(grad / unit >= -tol)
     assert np.all(np.abs(grad / unit)[y > 0] <= tol)
+
+
+def test_refined_cholesky_solves_to_double_precision_or_falls_back(rng):
+    """(q + diag(extra)) v = rhs with extra spanning 30 orders of magnitude (the largest rows left out of the
+    factorization), to float64's accuracy; and a q that
+    float32 cannot factorize (indefinite by 1e-9, within float32's round-off) is solved by the float64 fallback."""
+    a = rng.standard_normal((80, 60)) * np.logspace(0, -2, 60)
+    g = a.T @ a
+    q = g / np.sqrt(np.outer(np.diag(g), np.diag(g)))
+    extra = np.concatenate([np.zeros(30), np.logspace(-10, 20, 30)])
+    rhs = rng.standard_normal(60)
+    v = newton._refined_cholesky(q, q.astype(np.float32), extra, np.abs(q).sum(axis=1))(rhs)
+    np.testing.assert_allclose(v, np.linalg.solve(q + np.diag(extra), rhs), rtol=1e-9, atol=0)
+
+    u = rng.standard_normal((60, 1))
+    q = u @ u.T + 1e-9 * np.eye(60)  # rank one: float32 fails, the float64 factorization needs no ridge
+    q /= np.sqrt(np.outer(np.diag(q), np.diag(q)))
+    rhs = q @ np.ones(60)
+    v = newton._refined_cholesky(q, q.astype(np.float32), np.zeros(60), np.abs(q).sum(axis=1))(rhs)
+    assert np.abs(q @ v - rhs).max() < 1e-9 * np.abs(rhs).max()
 
 
 def test_the_active_hessian_follows_changing_active_sets_and_weights(rng):

@@ -88,6 +88,9 @@ ACTIVE_REWEIGHT = 0.05
 #: interior-point iterations of one quadratic subproblem (each a Cholesky factorization over the active set; they
 #: took 8-24 on grids up to 256 x 256) and the complementarity they reach, relative to the linear term
 QP_MAX_ITER, QP_TOL = 100, 1e-14
+#: Gondzio's centrality correctors per such iteration while its step is short (< 0.9): a solve each with the
+#: iteration's factorization, kept if they lengthen the step (four 256 x 256 subproblems: 67 factorizations -> 60)
+QP_CORRECTORS = 2
 #: SQUAREM passes before the Newton solver starts (cheap problems are certified by then) ...
 WARM_PASSES = 10
 #: ... and before Newton with a sampled Hessian: its problems (millions of distinct reports) are never cheap,
@@ -113,6 +116,11 @@ POLISH_STEPS, SAMPLED_POLISH_STEPS = 4, 2
 CG_MAX_ITER = 50
 #: fraction of the way to the boundary a step may go
 _TO_BOUNDARY = 0.995
+#: refinements of a float32 solve (:func:`_refined_cholesky`) before it falls back on a float64 factorization
+_REFINEMENTS = 10
+#: the scale 1 / sqrt(1 + extra) below which :func:`_refined_cholesky` leaves a row out of its factorization
+_DECOUPLED = 1e-3
+_EPS = float(np.finfo(float).eps)
 #: Armijo's sufficient-decrease constant and the step shrink factor of the line search
 _ARMIJO, _SHRINK = 1e-4, 0.5
 
@@ -742,6 +750,11 @@ def _nonnegative_qp(hess: np.ndarray, c: np.ndarray, start: np.ndarray) -> np.nd
     until the complementarity is negligible (:data:`QP_TOL`), where a value's size and its multiplier's
     separate by orders of magnitude. The values smaller than their multiplier are set to exactly zero, and if
     the problem restricted to the others has a positive solution (one factorization), that is returned.
+    Its systems are factorized in single precision and refined to double's accuracy
+    (:func:`_refined_cholesky`: 1.5-2x faster at 2,400 values), in double where that fails, and each
+    factorization also serves Gondzio's correctors (:data:`QP_CORRECTORS`), which save iterations. The affine
+    (predictor) step only sets the centring and the corrector's second-order term, so its solve is not refined
+    (the same iterations, 3-10% faster).
     """
     from scipy.linalg import LinAlgError
 
@@ -749,41 +762,116 @@ def _nonnegative_qp(hess: np.ndarray, c: np.ndarray, start: np.ndarray) -> np.nd
     q = hess / d[:, None] / d[None, :]
     c = c / d
     m = c.size
+    single = q.astype(np.float32)
+    single[np.abs(single) < 1e-30] = 0.0  # scaled products stay out of float32's subnormals, which are slow
+    rowsum = np.abs(q).sum(axis=1)
     scale = max(1.0, float(np.abs(c).max()))
     y = np.maximum(start * d, 0.0)
     y += 1e-3 * max(float(y.max()), 1e-12)
-    work, diagonal = np.empty_like(q), np.diag_indices(m)
     z = np.maximum(q @ y + c, 1e-3 * scale)
     for _ in range(QP_MAX_ITER):
         residual = q @ y + c - z
         mu = float(y @ z) / m
         if mu < QP_TOL * scale * max(1.0, float(y.sum())) / m and float(np.abs(residual).max()) < 1e3 * QP_TOL * scale:
             break
-        np.copyto(work, q)
-        work[diagonal] += z / y
         try:
-            solve = _cholesky(work)
+            solve = _refined_cholesky(q, single, z / y, rowsum)
+            dy = solve(-residual - z, refine=False)  # the affine step (mu = 0): its centring, then the corrector
+            dz = -z - z / y * dy
+            mu_aff = float((y + _step(y, dy) * dy) @ (z + _step(z, dz) * dz)) / m
+            target = (mu_aff / mu) ** 3 * mu  # Mehrotra's centring
+            comp = y * z + dy * dz - target
+            dy = solve(-residual - comp / y)
+            dz = (-comp - z * dy) / y
+            a_y, a_z = _step(y, dy, 1.0 / _TO_BOUNDARY), _step(z, dz, 1.0 / _TO_BOUNDARY)
+            for _ in range(QP_CORRECTORS):  # pull the products at the step's end into [0.1, 10] x target
+                if min(a_y, a_z) >= 0.9:
+                    break
+                t_y, t_z = min(1.0, 1.5 * a_y), min(1.0, 1.5 * a_z)
+                v = (y + t_y * dy) * (z + t_z * dz)
+                t = np.clip(v, 0.1 * target, 10.0 * target) - v
+                t = np.maximum(t, -10.0 * target)
+                c_comp = comp - t
+                c_dy = dy + solve(t / y)
+                c_dz = (-c_comp - z * c_dy) / y
+                b_y, b_z = _step(y, c_dy, 1.0 / _TO_BOUNDARY), _step(z, c_dz, 1.0 / _TO_BOUNDARY)
+                if min(b_y, b_z) < min(a_y, a_z) + 0.05:
+                    break
+                comp, dy, dz, a_y, a_z = c_comp, c_dy, c_dz, b_y, b_z
         except LinAlgError:
             break
-        dy = solve(-residual - z)  # the affine step (mu = 0), then the corrector with Mehrotra's centring
-        dz = -z - z / y * dy
-        mu_aff = float((y + _step(y, dy) * dy) @ (z + _step(z, dz) * dz)) / m
-        comp = y * z + dy * dz - (mu_aff / mu) ** 3 * mu
-        dy = solve(-residual - comp / y)
-        dz = (-comp - z * dy) / y
-        y = y + min(1.0, _TO_BOUNDARY * _step(y, dy, 1.0 / _TO_BOUNDARY)) * dy
-        z = np.maximum(z + min(1.0, _TO_BOUNDARY * _step(z, dz, 1.0 / _TO_BOUNDARY)) * dz, 1e-300)
+        y = y + min(1.0, _TO_BOUNDARY * a_y) * dy
+        z = np.maximum(z + min(1.0, _TO_BOUNDARY * a_z) * dz, 1e-300)
     free = np.flatnonzero(y >= z)
     out = np.zeros(m)
     out[free] = y[free]
     if free.size:
+        face_q = q[np.ix_(free, free)]
         try:
-            face = _factor(q[np.ix_(free, free)])(-c[free])
+            face = _refined_cholesky(face_q, single[np.ix_(free, free)], np.zeros(free.size), rowsum[free])(-c[free])
         except LinAlgError:
             face = None
         if face is not None and np.all(face > 0):
             out[free] = face
     return out / d
+
+
+def _refined_cholesky(
+    q: np.ndarray, single: np.ndarray, extra: np.ndarray, rowsum: np.ndarray
+) -> Callable[..., np.ndarray]:
+    """A solver of ``(q + diag(extra)) @ v = rhs`` for q of unit diagonal (``single`` its float32 copy,
+    ``rowsum`` bounds its rows' absolute sums) and extra >= 0: a float32 Cholesky factorization (half of
+    float64's time) of the system scaled to unit diagonal, so that extra spanning many orders of magnitude
+    costs float32 no accuracy, then float64 iterative refinement until the residual is as small as a float64
+    factorization's would be (LAPACK's dsposv test, usually 1-2 refinements at condition ~5e4). Rows whose
+    scale is below :data:`_DECOUPLED` (the zeros of the subproblem's last iterations) are left out of the
+    factorization as unit rows, for refinement to account for their small coupling (up to 700 of 2,467 rows
+    at 256 x 256: 0.37 of the factorization's time, 2-5 refinements). Where float32 fails (not positive definite, or
+    refinement stalls), the float64 factorization of :func:`_cholesky`. ``solve(rhs, refine=False)`` is the
+    float32 solve alone (while finite).
+    """
+    from scipy.linalg.blas import strsv
+    from scipy.linalg.lapack import spotrf
+
+    m = extra.size
+    s = 1.0 / np.sqrt(1.0 + extra)
+    kept = np.flatnonzero(s >= _DECOUPLED)
+    s32 = s[kept].astype(np.float32)
+    work = (single if kept.size == m else single[np.ix_(kept, kept)]) * s32[:, None]
+    work *= s32[None, :]
+    work[np.diag_indices(kept.size)] = 1.0
+    # work is symmetric, so its transpose (Fortran order) is factorized in place without a copy
+    upper, info = spotrf(work.T, lower=False, overwrite_a=True, clean=False)
+    norm = float((s * rowsum).max()) + 1.0  # of the scaled matrix, at least
+    fallback: list[Callable[[np.ndarray], np.ndarray]] = []
+
+    def single_solve(rhs: np.ndarray) -> np.ndarray:
+        u = s * rhs
+        if kept.size:  # (none when every row is left out)
+            u[kept] = strsv(upper, strsv(upper, u[kept].astype(np.float32), trans=1))
+        return s * u
+
+    def solve(rhs: np.ndarray, refine: bool = True) -> np.ndarray:
+        if not fallback:
+            v = single_solve(rhs)
+            if not refine and np.all(np.isfinite(v)):
+                return v
+            previous = np.inf
+            for _ in range(_REFINEMENTS):
+                residual = rhs - q @ v - extra * v
+                size = float(np.abs(s * residual).max())
+                if size <= math.sqrt(m) * _EPS * norm * float(np.abs(v / s).max()):
+                    return v
+                if not size < 0.5 * previous:  # stalled (or not finite)
+                    break
+                previous = size
+                v = v + single_solve(residual)
+            fallback.append(_cholesky(q + np.diag(extra)))
+        return fallback[0](rhs)
+
+    if info != 0:
+        fallback.append(_cholesky(q + np.diag(extra)))
+    return solve
 
 
 def _cholesky(matrix: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
