@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from helpers import make
@@ -295,3 +297,40 @@ def test_a_convolutions_local_minima_are_the_cells_smallest_within_the_radius(ro
         for j in range(cols)
     ]
     np.testing.assert_array_equal(op.local_minima(field, radius), expected)
+
+
+@given(
+    st.tuples(st.integers(1, 5), st.integers(1, 5)),
+    st.tuples(st.integers(0, 3), st.integers(0, 3)),
+    st.booleans(),
+    st.booleans(),
+    st.integers(0, 2**32 - 1),
+)
+@settings(max_examples=80, deadline=None)
+def test_a_convolutions_exact_entries_are_the_definitions_sums(shape, halves, clamp, scaled, seed):
+    """Every entry of ``rows`` (whole or some columns) is ``s_x * sum of kernel[o] over the offsets o with
+    clamp(x + o) = z``, summed offset by offset here: kernels shorter and longer than the grid, windows of every
+    width (1 included), reports on every edge, with and without clamping (then offsets that leave the window
+    reach no report) and column scales."""
+    rng = np.random.default_rng(seed)
+    kernel = rng.random(tuple(2 * h + 1 for h in halves)) + 0.01
+    start = tuple(int(rng.integers(0, n)) for n in shape)
+    window = tuple(int(rng.integers(1, n - s + 1)) for n, s in zip(shape, start))
+    outputs = np.column_stack([rng.integers(0, w, 12) for w in window])
+    column_scale = rng.uniform(0.5, 2.0, math.prod(shape)) if scaled else None
+    _, op = convolution_likelihood(
+        kernel, shape, outputs, start=start, window=window, clamp=clamp, column_scale=column_scale
+    )
+    expected = np.zeros((outputs.shape[0], math.prod(shape)))
+    cells = list(np.ndindex(*shape))
+    for x, cell in enumerate(cells):
+        for offset in np.ndindex(*kernel.shape):
+            z = [c + o - h for c, o, h in zip(cell, offset, halves)]
+            if clamp:
+                z = [min(max(v, s), s + w - 1) for v, s, w in zip(z, start, window)]
+            hit = np.all(outputs + np.asarray(start) == z, axis=1)
+            expected[hit, x] += kernel[offset] * (1.0 if column_scale is None else column_scale[x])
+    expected *= op.row_scale[:, None]
+    np.testing.assert_allclose(op.rows(np.arange(12)), expected, rtol=1e-12, atol=1e-300)
+    columns = rng.permutation(len(cells))[: max(1, len(cells) // 2)]
+    np.testing.assert_allclose(op.rows(np.arange(12), columns), expected[:, columns], rtol=1e-12, atol=1e-300)

@@ -280,18 +280,31 @@ class ConvolutionOperator(LinearOperator):
         half = np.asarray(self.half)
         top = np.asarray(self.kernel.shape) - 1
         if classes.ndim == 1:
+            # one flat kernel index per (report, value), built axis by axis, and one take: numpy's fancy
+            # indexing by a tuple of index arrays was most of the active set's column reads
             cls = tuple(int(c) for c in classes)
-            table = self._cumulated(cls)
-            index = [positions[:, a, None] - cells[None, :, a] + half[a] for a in range(len(cls))]
-            empty = np.zeros((positions.shape[0], cells.shape[0]), dtype=bool)
+            table = np.ascontiguousarray(self._cumulated(cls))
+            strides = np.cumprod((table.shape[1:] + (1,))[::-1])[::-1]
+            flat = np.zeros((positions.shape[0], cells.shape[0]), dtype=np.intp)
+            empty = None
             for a, c in enumerate(cls):
-                if c in (0, 1):
-                    empty |= index[a] < 0
-                if c in (0, 2):
-                    empty |= index[a] > top[a]
-                index[a] = np.clip(index[a], 0, top[a])
-            out = table[tuple(index)]
-            out[empty] = 0.0
+                index = positions[:, a, None] - cells[None, :, a] + half[a]
+                # whether some offsets leave the kernel along this axis, from the ranges alone
+                below = positions[:, a].min() - cells[:, a].max() + half[a] < 0
+                above = positions[:, a].max() - cells[:, a].min() + half[a] > top[a]
+                # no mass beyond the kernel, unless the report collects every offset on that side
+                if c in (0, 1) and below:
+                    empty = index < 0 if empty is None else empty | (index < 0)
+                if c in (0, 2) and above:
+                    empty = index > top[a] if empty is None else empty | (index > top[a])
+                if below:
+                    np.maximum(index, 0, out=index)
+                if above:
+                    np.minimum(index, top[a], out=index)
+                flat += index * strides[a]
+            out = table.ravel().take(flat)
+            if empty is not None:
+                out[empty] = 0.0
             return out
         index = positions - cells + half  # kernel index of the offset z - x
         classes = np.broadcast_to(classes, index.shape)

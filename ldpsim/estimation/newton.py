@@ -83,8 +83,9 @@ ACTIVE_MAX_STEPS, ACTIVE_STALL, ACTIVE_RATE_STEPS = 40, 3, 3
 #: lower KKT at the end)
 ACTIVE_SPREAD = 2
 #: the active set's Hessian brings a report's weight up to date when it moved by more than this factor
-#: (:class:`_ActiveHessian`; 0.2 took one step more on the 256 x 256 grid at eps = 0.25)
-ACTIVE_REWEIGHT = 0.05
+#: (:class:`_ActiveHessian`). On the 256 x 256 grid at eps = 0.25, n = 10^6: 0.05 took 16 steps, 29.3-30.3 s,
+#: of which 4.8 s updating 112,424 weights; 0.2 one step more, 27.8-28.1 s; 128 x 128: 4.4 s and 4.2 s
+ACTIVE_REWEIGHT = 0.2
 #: interior-point iterations of one quadratic subproblem (each a Cholesky factorization over the active set; they
 #: took 8-24 on grids up to 256 x 256) and the complementarity they reach, relative to the linear term
 QP_MAX_ITER, QP_TOL = 100, 1e-14
@@ -663,20 +664,21 @@ class _ActiveHessian:
 
     The exact columns of the values in S are kept in single precision, one per row of an array of the budget's
     size allocated once; a value that joins S is read (:func:`~ldpsim.estimation.operators.exact_block`) into
-    a slot after those kept (the last kept move into the slots of those that left). Alongside is their weighted
-    Gram matrix, summed with weights
-    ``w`` that may lag the current ones: a new value's products with every slot are added with them (D |S|
-    |new|), and a report's weight is brought up to date only when it moved by more than
-    :data:`ACTIVE_REWEIGHT` relatively (two symmetric rank-|R| updates over the reports R that did). The
-    Hessian is then exact for weights within that factor of the current ones, which the subproblems need no
-    better while S changes: the 256 x 256 grid took its 16 steps either way (``bench_mle.py``). Once no value
-    joins S, the Hessian is formed afresh: Newton's last steps on a settled support converge quickly only with
-    the exact Hessian (with weights 5 % off, the 256 x 256 grid at n = 10^5 crawled from KKT 1e-5 to 4e-6 in
-    steps too small to change L, and the active set handed over; updated to the current weights instead of
-    formed afresh, the rounding the updates had accumulated raised the KKT of the n = 10^6 one from 2.3e-6 to
-    4.3e-6, with the same end). The certificate is the whole
-    domain's either way, so the result is not approximate. Weights are held relative to the first step's
-    largest, so no single-precision product overflows.
+    a slot after those kept (the last kept move into the slots of those that left). Alongside is their
+    weighted Gram matrix, summed with weights that may lag the current ones: a new value's products with
+    every slot are added with them (D |S| |new|), and a report's weight is brought up to date only when it
+    moved by more than :data:`ACTIVE_REWEIGHT` relatively (two symmetric rank-|R| updates over the reports R
+    that did). The subproblems need no better while S changes: the 256 x 256 grid took 16 steps with the
+    Hessian formed afresh each time, as many with weights within 5 % and one more within 20 %, in less time
+    (``bench_mle.py``).
+
+    Once no value joins S, the Hessian is formed afresh: Newton's last steps on a settled support converge
+    quickly only with the exact one. With weights 5 % off, the 256 x 256 grid at n = 10^5 crawled from KKT
+    1e-5 to 4e-6 in steps too small to change L, and the active set handed over; with every weight updated
+    instead of formed afresh, the rounding the updates had accumulated raised the KKT of the n = 10^6 one
+    from 2.3e-6 to 4.3e-6. The certificate is the whole domain's either way, so the result is not
+    approximate. Weights are held relative to the first step's largest, so no single-precision product
+    overflows.
     """
 
     def __init__(self, H: object, rows: int, capacity: int, read: Callable[..., np.ndarray | None]):
