@@ -284,7 +284,7 @@ class ConvolutionOperator(LinearOperator):
             # indexing by a tuple of index arrays was most of the active set's column reads
             cls = tuple(int(c) for c in classes)
             table = np.ascontiguousarray(self._cumulated(cls))
-            strides = np.cumprod((table.shape[1:] + (1,))[::-1])[::-1]
+            strides = np.asarray(table.strides) // table.itemsize
             flat = np.zeros((positions.shape[0], cells.shape[0]), dtype=np.intp)
             empty = None
             for a, c in enumerate(cls):

@@ -59,8 +59,8 @@ SAMPLED_MAX_FLOPS = 2e10
 #: how Newton systems are solved (see :func:`newton_mle`)
 HESSIANS = ("auto", "sampled", "cg", "active")
 #: the active set (see :func:`_active_set`): a Hessian over its values costs at most this many multiply-adds
-#: (D |S|^2 in single precision: about two seconds on one core; the MLE of a 256 x 256 grid at eps = 0.25, n = 10^6
-#: keeps about 1,800 values, which 1e11 (1,745 at its D) could not hold) ...
+#: (D |S|^2 in single precision: about a second and a half on one core; the MLE of a 256 x 256 grid at eps = 0.25,
+#: n = 10^6 keeps 2,415 values, which 1e11 (1,745 at its D) could not hold) ...
 ACTIVE_MAX_FLOPS = 2e11
 #: ... after this many SQUAREM passes (ten leave nearly every value of a 64 x 64 grid above the threshold) ...
 ACTIVE_WARM_PASSES = 100
@@ -76,7 +76,8 @@ ACTIVE_START = 0.5
 #: :data:`ACTIVE_RATE_STEPS` steps, would need more steps than that: the support is then too large for the budget
 #: or the start far from it (a 128 x 128 grid at eps = 1: KKT 2.8e9 at the start, halving per step, where SQUAREM
 #: certifies in 12 s; the 256 x 256 grid's at eps = 0.25 fell from 244 by half per step, more slowly while S was
-#: full, then fast: 20 steps). The first steps' KKT need not fall at all (the start is a thinned warm start).
+#: full, then fast: 20 steps, 17 since newcomers come one per neighbourhood). The first steps' KKT need not fall at
+#: all (the start is a thinned warm start).
 ACTIVE_MAX_STEPS, ACTIVE_STALL, ACTIVE_RATE_STEPS = 40, 3, 3
 #: newcomers to the active set are first the values that violate their KKT condition most within this many cells
 #: along each axis of a grid (:func:`_newcomers`; 1 took 11 steps on a 128 x 128 grid at eps = 0.25, 2 took 11 with a
@@ -710,13 +711,13 @@ class _ActiveHessian:
             scaled = data * (scale / self.top).astype(np.float32)
             self.gram = (scaled @ scaled.T).astype(float)  # a @ a.T: numpy takes BLAS's symmetric product
         else:
-            gram = np.zeros((m, m))
-            gram[:kept, :kept] = self.gram[:kept, :kept]
-            if new.size:
+            if new.size:  # the kept values' block as it was, the new values' rows and columns with the held weights
+                gram = np.empty((m, m))
+                gram[:kept, :kept] = self.gram
                 cross = (data @ (data[kept:] * self.weights.astype(np.float32)).T).astype(float)
                 gram[:, kept:] = cross
                 gram[kept:, :] = cross.T
-            self.gram = gram
+                self.gram = gram
             weights = (scale / self.top) ** 2
             moved = np.flatnonzero(np.abs(weights - self.weights) > ACTIVE_REWEIGHT * self.weights)
             change = weights[moved] - self.weights[moved]
