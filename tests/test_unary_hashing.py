@@ -349,6 +349,23 @@ def test_likelihood_operator_is_the_dense_likelihood(name, k, eps, n, seed):
     np.testing.assert_allclose(op.T @ w, h.T @ w, rtol=1e-12)
 
 
+def test_olh_unbiased_estimate_by_blocks_of_reports_counts_every_support_once(monkeypatch):
+    """Three blocks of reports (the last one short) give the closed form's support counts exactly."""
+    import ldpsim_plugins.mechanisms.local_hashing as lh
+
+    monkeypatch.setattr(lh, "SUPPORT_BYTES", 1)  # blocks of HIT_ROWS = 1024 reports
+    k, eps, n = 37, 1.5, 2500
+    mech = make("mechanism", "olh", line(k), eps=eps)
+    rng = np.random.default_rng(11)
+    reports = mech.sample(rng.integers(0, k, n), rng)
+    counts = rng.integers(1, 9, n)
+    g = round(math.exp(eps) + 1)
+    p = math.exp(eps) / (math.exp(eps) + g - 1)
+    supported = counts @ olh_support(reports, k, g)
+    expected = (supported / counts.sum() - 1 / g) / (p - 1 / g)
+    np.testing.assert_array_equal(mech.unbiased_estimate(reports, counts), expected)
+
+
 @given(name=st.sampled_from(ALL), k=st.integers(2, 70), eps=st.floats(0.001, 12), seed=st.integers(0, 2**32 - 1))
 def test_unbiased_estimate_is_the_closed_form_and_feeds_inversion(name, k, eps, seed):
     from ldpsim import project_simplex
