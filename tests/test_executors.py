@@ -495,10 +495,11 @@ def test_a_batch_sent_back_gives_every_run_its_own_values_and_columns_only_when_
     assert Batches([uniform, mixed]).columns() is None  # one batch without columns: read run by run
 
 
-@pytest.mark.parametrize(("seconds", "writes"), [(3600.0, 1), (0.0, None)])
+@pytest.mark.parametrize(("seconds", "writes"), [(3600.0, 0), (0.0, None)])
 def test_finished_runs_are_written_by_the_clock_not_per_batch(tmp_path, monkeypatch, seconds, writes):
-    """One write per CHECKPOINT_SECONDS of work (and one at the end), whatever the number of batches; every
-    finished run is in the checkpoint, and the results are the same."""
+    """One write per CHECKPOINT_SECONDS of work, whatever the number of batches; the runs finished since the
+    last write are deferred, and a flush writes them: then every finished run is in the checkpoint, and the
+    results are the same."""
     from ldpsim.running.checkpoint import Checkpoint
     from ldpsim.running.runner import batches
 
@@ -513,9 +514,44 @@ def test_finished_runs_are_written_by_the_clock_not_per_batch(tmp_path, monkeypa
     monkeypatch.setattr(ldpsim.running.runner, "CHECKPOINT_SECONDS", seconds)
     ckpt = Checkpoint(tmp_path / "r.nc", loaded)
     result = execute(loaded, checkpoint=ckpt)
+    assert len(saved) == (writes if writes is not None else len(batches(tasks(loaded), 1)))
+    assert sum(saved) == len(ckpt.load()) == (0 if writes == 0 else runs)
+    ckpt.flush()  # what run_scenario does should the results not be written
     assert sum(saved) == runs and len(ckpt.load()) == runs
-    assert len(saved) == (writes or len(batches(tasks(loaded), 1)))
     assert_same_numbers(result, ldpsim.run_scenario(scenario))
+
+
+def test_a_run_shorter_than_the_checkpoint_interval_writes_no_task_file(tmp_path, monkeypatch):
+    """The runs finished since the last write are deferred: written only if the results are not (a failed assembly
+    here), and then every one of them is kept for a resume to the same numbers."""
+    from ldpsim.running.checkpoint import Checkpoint
+
+    scenario = {**SWEEP, "repetitions": 10}
+    saves: list[int] = []
+    real_save = Checkpoint.save
+    monkeypatch.setattr(
+        Checkpoint, "save", lambda self, results: (saves.append(len(results)), real_save(self, results))[1]
+    )
+    whole = ldpsim.run_scenario(scenario, output=tmp_path / "a.nc")
+    assert saves == []  # no file written
+    assert not checkpoint_dir(tmp_path / "a.nc").exists()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("assembly failed")
+
+    out = tmp_path / "b.nc"
+    with monkeypatch.context() as patch:
+        patch.setattr(ldpsim.running.runner, "assemble", broken)
+        with pytest.raises(RuntimeError, match="assembly failed"):
+            ldpsim.run_scenario(scenario, output=out)
+    assert finished_tasks(out) == len(tasks(load_scenario(scenario))) and not out.exists()
+    calls = []
+    real_run = ldpsim.running.runner._BatchRunner.__call__
+    monkeypatch.setattr(
+        ldpsim.running.runner._BatchRunner, "__call__", lambda self, b: (calls.append(b), real_run(self, b))[1]
+    )
+    assert_same_numbers(whole, ldpsim.run_scenario(scenario, output=out, resume=True))
+    assert calls == [] and not checkpoint_dir(out).exists()
 
 
 def test_a_batched_checkpoint_holds_many_runs_per_file_and_resumes_to_the_same_numbers(tmp_path):

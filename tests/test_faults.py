@@ -114,6 +114,7 @@ def test_results_and_checkpoints_are_flushed_file_then_folder_around_the_rename(
 
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(ldpsim.running.runner, "CHECKPOINT_SECONDS", 0.0)  # the task is written as it finishes
     out = tmp_path / "out.nc"
     ldpsim.run_scenario({**SMALL, "sweep": {}, "repetitions": 1}, output=out)
     folder, partial = str(tmp_path.resolve()), str(checkpoint_dir(out).resolve())
@@ -413,6 +414,7 @@ def test_a_full_disk_while_checkpointing_stops_the_run_with_one_line(tmp_path, m
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(np, "savez", full)
+    monkeypatch.setattr(ldpsim.running.runner, "CHECKPOINT_SECONDS", 0.0)  # a write as the first batch finishes
     with pytest.raises(ldpsim.LdpsimError, match=r"^output: could not write '.*task-0-0\.npz' \(No space left"):
         ldpsim.run_scenario(SMALL, output=out)
     assert list(tmp_path.iterdir()) == []  # no task finished: no checkpoint either

@@ -70,9 +70,10 @@ BATCH_SECONDS = 0.1
 #: the time-sized batches hold at most this many times ``MAX_BATCH`` tasks, should later sweep points' tasks
 #: be much slower than the probe
 MAX_BATCH_GROWTH = 8
-#: finished tasks are written to the checkpoint at most this often (and once more at the end or on
-#: Ctrl-C): a kill loses at most this many seconds of work, and a sweep of millisecond runs writes a
-#: few files, not one per batch (113 writes and fsyncs were a sixth of 002-fig5's wall time)
+#: finished tasks are written to the checkpoint at most this often (and on Ctrl-C or an error; the tasks
+#: finished since the last write are deferred at the end, written only should the results not be): a kill
+#: loses at most this many seconds of work, and a sweep of millisecond runs writes a few files, not one per
+#: batch (113 writes and fsyncs were a sixth of 002-fig5's wall time), or none if it takes less
 CHECKPOINT_SECONDS = 5.0
 
 
@@ -265,8 +266,9 @@ def execute(
     ``executor`` names a registered executor (``serial``, ``processes``, ``dask``, or a
     plugin's) given ``workers`` and ``scheduler`` if set, or is an :class:`ldpsim.Executor`;
     ``jobs=N`` is short for N processes. With a ``checkpoint``, its finished tasks are not
-    run again and every task that finishes is saved to it. The numbers never depend on
-    these choices.
+    run again and the tasks that finish are saved to it every ``CHECKPOINT_SECONDS``, those
+    of the last seconds deferred (:meth:`Checkpoint.flush` writes them, should the caller not
+    write the results). The numbers never depend on these choices.
     """
     runner = make_executor(executor, jobs=jobs, workers=workers, scheduler=scheduler)
     todo = tasks(scenario)
@@ -313,7 +315,7 @@ def execute(
                 checkpoint.save(unsaved)
         raise
     if checkpoint is not None and unsaved:
-        checkpoint.save(unsaved)
+        checkpoint.defer(unsaved)  # written should the results not be (see run_scenario)
     if len(results) != len(todo):
         raise RuntimeError(f"executor '{runner.name}' returned {len(results)} results for {len(todo)} tasks")
     code = checkpoint.code if checkpoint is not None else None
@@ -413,12 +415,16 @@ def run_scenario(
     try:
         ds = execute(scenario, executor=runner, checkpoint=checkpoint, progress=progress)
     except BaseException:
+        with contextlib.suppress(Exception):  # the error being raised is the one to report
+            checkpoint.flush()  # the tasks finished since the last write, if the assembly failed
         if not len(checkpoint):
             checkpoint.remove()  # nothing to resume: leave no trace
         raise  # finished tasks stay in the checkpoint; a run without resume refuses to discard them
     try:
         save_results(ds, target)
     except LdpsimError as exc:  # a full disk at the very end: keep the work, say where it is
+        with contextlib.suppress(LdpsimError):  # no room for them either: the runs saved earlier are kept
+            checkpoint.flush()
         kept = finished_tasks(target)  # runs, not checkpoint files (a file holds a batch of runs)
         raise type(exc)(
             f"{exc.problem}; its {kept} finished run{'' if kept == 1 else 's'} {'is' if kept == 1 else 'are'} kept"
