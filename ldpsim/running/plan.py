@@ -50,7 +50,7 @@ from ..model.dataset import Dataset
 from ..model.domains import Domain, parse_domain
 from ..model.mechanism import Mechanism
 from ..plugin.registry import Registry, get_registry
-from .simulation import cohort_group
+from .simulation import cohort_group, stream
 
 ERRORS = ("tv", "l2", "max", "halfwidth")
 METHODS = ("auto", "analytic", "simulation")
@@ -614,8 +614,8 @@ class _Model:
         z = float(norm.ppf(0.5 + self.level / 2))
         with threadpool_limits(limits=1, user_api="blas"):
             for r in range(self.repetitions):
-                counts = self.dataset.sample_counts(users, _rng(self.seed, r, 0))
-                group = cohort_group((mech,), counts, [_rng(self.seed, r, 1)])
+                counts = self.dataset.sample_counts(users, stream(self.seed, r, 0))
+                group = cohort_group((mech,), counts, [stream(self.seed, r, 1)])
                 observations = Observations(self.domain, [group] if group is not None else [])
                 estimate = self.estimator.estimate(observations)
                 diff = estimate.distribution - counts / users
@@ -638,10 +638,6 @@ class _Model:
             rms = math.sqrt(mean)
             return rms, se / (2 * rms) if rms > 0 else 0.0
         return mean, se
-
-
-def _rng(seed: int, *key: int) -> np.random.Generator:
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
 
 
 def _entry(registry: Registry, kind: str, name: str) -> Any:

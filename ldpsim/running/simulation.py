@@ -27,6 +27,16 @@ from ..model.mechanism import Mechanism
 from .build import Setup
 from .expected import expected_bytes
 
+
+def stream(seed: int, *key: int) -> np.random.Generator:
+    """The generator of one stream of one run: ``SeedSequence(seed, spawn_key=key)`` through PCG64.
+
+    Every draw of a run (a scenario's task, a planner's replicate) comes from a stream named by its
+    position, never from a shared generator, so a result depends only on the seed and that position.
+    """
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
+
+
 #: the count path is considered for domains up to this size (the matrix is built to find |Z|)
 MAX_COUNT_DOMAIN = 4096
 #: and used when the matrix has at most this many cells (128 MB of float64)

@@ -45,7 +45,7 @@ from ..results.variables import CORE, PRIVACY_LEVELS, declared
 from .build import Builder, Cohort, Setup
 from .expected import expected_group
 from .scenario import Scenario
-from .simulation import cohort_group, split_counts
+from .simulation import cohort_group, split_counts, stream
 from .sweep import Point
 
 
@@ -79,10 +79,6 @@ class TaskResult:
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.values[name]
-
-
-def _rng(seed: int, *key: int) -> np.random.Generator:
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
 
 
 _worker_builder: dict[tuple[str, int], Builder] = {}
@@ -124,22 +120,22 @@ def simulate(task: Task, builder: Builder | None = None) -> tuple[Setup, np.ndar
     """A task's population: its setup, the distribution of true values, the aggregated reports."""
     setup = (builder or _builder_for(task)).setup(task.point)
     key = task.key
-    counts = setup.dataset.sample_counts(setup.users, _rng(task.seed, *key, 0))
-    shares = split_counts(counts, [cohort.users for cohort in setup.cohorts], _rng(task.seed, *key, 1))
+    counts = setup.dataset.sample_counts(setup.users, stream(task.seed, *key, 0))
+    shares = split_counts(counts, [cohort.users for cohort in setup.cohorts], stream(task.seed, *key, 1))
     held = np.zeros(setup.domain.size, dtype=np.int64)
     groups = []
     for c, (cohort, share) in enumerate(zip(setup.cohorts, shares)):
         if not cohort.users:
             continue
         if cohort.dataset is not None:  # heterogeneous users: this cohort draws its own values
-            share = cohort.dataset.sample_counts(cohort.users, _rng(task.seed, *key, 3, c))
+            share = cohort.dataset.sample_counts(cohort.users, stream(task.seed, *key, 3, c))
         held += share
         # users with their own dataset have a local prior the collector knows (002 Sec. V-A4)
         prior = cohort.dataset.distribution() if cohort.dataset is not None else None
         if cohort.observe == "expected":  # the infinite-data limit: no report is drawn
             groups.append(expected_group(cohort.plan, share, prior))
             continue
-        rngs = [_rng(task.seed, *key, 2, c, j) for j in range(len(cohort.plan))]
+        rngs = [stream(task.seed, *key, 2, c, j) for j in range(len(cohort.plan))]
         groups.append(cohort_group(cohort.plan, share, rngs, prior))
     truth = held / setup.users
     return setup, truth, Observations(setup.domain, [g for g in groups if g is not None])
