@@ -83,7 +83,7 @@ def test_packed_bits_operator_without_reports():
 
 
 def test_packed_bits_operator_across_its_blocks_of_reports():
-    from ldpsim.estimation.operators import _PACK_ROWS
+    from ldpsim.model.bitvectors import _PACK_ROWS
 
     rng = np.random.default_rng(3)
     bits = rng.random((_PACK_ROWS + 7, 70)) < 0.4  # the last block holds 7 reports
@@ -92,6 +92,19 @@ def test_packed_bits_operator_across_its_blocks_of_reports():
     theta, w = rng.random(70), rng.random(bits.shape[0])
     np.testing.assert_allclose(op @ theta, dense @ theta, rtol=1e-12)
     np.testing.assert_allclose(op.T @ w, dense.T @ w, rtol=1e-12)
+
+
+def test_bit_frequencies_across_blocks_of_reports_are_the_unpacked_sums(monkeypatch):
+    """Several blocks (the last one short) count each report's set bits once: the sums of the unpacked bits."""
+    import ldpsim.model.bitvectors as bv
+
+    monkeypatch.setattr(bv, "_SUM_BYTES", 8 * 3 * 1000)  # 1,000 reports of 3 words per block
+    mech = make("mechanism", "oue", Integers(low=0, high=149), eps=1.0)
+    rng = np.random.default_rng(5)
+    reports = mech.sample(rng.integers(0, 150, 2500), rng)
+    counts = rng.integers(1, 7, 2500)
+    ones = counts @ mech.unpack_bits(reports).astype(np.int64)
+    np.testing.assert_array_equal(mech.bit_frequencies(reports, counts), ones / counts.sum())
 
 
 @settings(max_examples=25, deadline=None)

@@ -39,6 +39,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..model.bitvectors import bit_sums, byte_patterns, halfword_rows
+
 if TYPE_CHECKING:  # scipy.sparse.linalg is imported where an operator is built: `import ldpsim` stays fast
     from scipy.sparse.linalg import LinearOperator
 
@@ -156,8 +158,6 @@ def rank_one_plus_sparse(support, r: float) -> LinearOperator:  # noqa: ANN001  
     return operator
 
 
-#: reports per block when the packed bytes are regrouped into halfword positions (a few MB)
-_PACK_ROWS = 1 << 15
 #: reports per block of ``B @ theta``: its sums, indices and lookups (1.5 MB) stay in cache across positions
 _LOOKUP_ROWS = 1 << 16
 
@@ -177,24 +177,7 @@ def constant_plus_bits(words: np.ndarray, size: int, r: float, word_bits: int = 
     weighted count per byte; benchmarks/RESULTS.md).
     """
     words = np.ascontiguousarray(words, dtype="<i8")
-    rows, width = words.shape
-    raw = words.view(np.uint8).reshape(rows, width * 8)
-    # column of bit t of byte j, or -1 where the byte's bit holds no vector bit
-    word, in_word = np.divmod(np.arange(width * 64), 64)
-    column = np.where(in_word < word_bits, word * word_bits + in_word, -1)
-    column = np.where(column < size, column, -1).reshape(width * 8, 8)
-    used = np.flatnonzero((column >= 0).any(axis=1))  # bytes that hold at least one bit
-    if used.size % 2:  # pair the bytes: a last odd one goes with a byte that holds no bit (there is one:
-        # the words have an even number of bytes), whose table is all zeros
-        used = np.concatenate([used, np.setdiff1d(np.arange(width * 8), used)[:1]])
-    column = column[used]
-    nbytes = used.size
-    # the used bytes are usually the words' first ones (all but those beyond the domain): a slice, no copy
-    pick = slice(0, nbytes) if np.array_equal(used, np.arange(nbytes)) else used
-    halves = np.empty((nbytes // 2, rows), dtype=np.uint16)  # halfword positions as rows
-    for lo in range(0, rows, _PACK_ROWS):  # by blocks of reports: row-wise reads, one transposed write
-        block = raw[lo : lo + _PACK_ROWS, pick]
-        halves[:, lo : lo + _PACK_ROWS] = block.view("<u2").T  # byte 2j low, byte 2j + 1 high
+    halves, column = halfword_rows(words, size, word_bits)
     unpacked_column = (np.arange(size) // word_bits) * 64 + np.arange(size) % word_bits
 
     def exact_rows(index: np.ndarray) -> np.ndarray:
@@ -237,7 +220,7 @@ def _halfwords_operator(
     from scipy.sparse.linalg import LinearOperator
 
     rows = halves.shape[1]
-    pattern = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little").astype(float)
+    pattern = byte_patterns()
     hit, where = column >= 0, np.nonzero(column >= 0)
     one_minus_r = -math.expm1(math.log(r)) if r > 0 else 1.0
 
@@ -259,23 +242,13 @@ def _halfwords_operator(
                 part += np.take(table[2 * j + 1], idx, out=got)
         return out
 
-    def bits_t_times(w: np.ndarray) -> np.ndarray:
-        per_bit = np.empty(column.shape)  # (bytes, 8): weight of the reports setting each bit
-        for j in range(halves.shape[0]):
-            counts = np.bincount(halves[j], weights=w, minlength=1 << 16).reshape(256, 256)  # (high, low)
-            per_bit[2 * j] = counts.sum(axis=0) @ pattern
-            per_bit[2 * j + 1] = counts.sum(axis=1) @ pattern
-        out = np.zeros(size)
-        out[column[hit]] = per_bit[where]
-        return out
-
     def matvec(theta: np.ndarray) -> np.ndarray:
         theta = np.ravel(theta).astype(float, copy=False)
         return r * theta.sum() + one_minus_r * bits_times(theta)
 
     def rmatvec(w: np.ndarray) -> np.ndarray:
         w = np.ravel(w).astype(float, copy=False)
-        return r * w.sum() + one_minus_r * bits_t_times(w)
+        return r * w.sum() + one_minus_r * bit_sums(halves, column, size, w)
 
     def exact_rows(index: np.ndarray) -> np.ndarray:
         return r + one_minus_r * bits_of_rows(index)

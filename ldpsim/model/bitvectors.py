@@ -7,6 +7,7 @@ every word is a non-negative int64 and a report is a row of small integers like 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator
 from typing import Any, ClassVar
@@ -22,6 +23,10 @@ WORD_BITS = 62
 _POPCOUNT = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(axis=1).astype(np.uint8)
 #: numpy bit generators whose raw outputs are 64 uniform bits (MT19937's are 32)
 _RAW_64 = frozenset({"PCG64", "PCG64DXSM", "Philox", "SFC64"})
+#: reports per block when the packed bytes are regrouped into halfword positions (a few MB)
+_PACK_ROWS = 1 << 15
+#: bytes of halfwords per block of :meth:`BitVectorMechanism.bit_frequencies` (its memory, whatever the reports)
+_SUM_BYTES = 1 << 24
 #: digits of q drawn for every word before only the words with undecided bits are kept (a word has one
 #: left after d digits w.p. 1 - (1 - 2^-d)^64: 22% at d = 8)
 _FULL_DIGITS = 8
@@ -146,6 +151,73 @@ def set_bit_counts(words: np.ndarray) -> np.ndarray:
     return _POPCOUNT[raw].sum(axis=1, dtype=np.int64)
 
 
+@functools.cache
+def byte_patterns() -> np.ndarray:
+    """(256, 8) float: bit t of byte value v at ``[v, t]`` (read-only)."""
+    pattern = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little").astype(float)
+    pattern.setflags(write=False)
+    return pattern
+
+
+def halfword_rows(words: np.ndarray, size: int, word_bits: int = WORD_BITS) -> tuple[np.ndarray, np.ndarray]:
+    """Packed reports regrouped by halfword position: one contiguous row of D halfwords per position.
+
+    Parameters
+    ----------
+    words
+        (D, w) int64 words holding bit x at bit ``x % word_bits`` of word ``x // word_bits``.
+    size
+        The number of bits that are vector bits (k); the others are ignored.
+    word_bits
+        Vector bits per word.
+
+    Returns
+    -------
+    halves : numpy.ndarray
+        (P, D) uint16: the words' used bytes, two per row (byte ``2 p`` low, ``2 p + 1`` high).
+    column : numpy.ndarray
+        (2 P, 8) int: the vector bit held by bit t of used byte j, -1 where none.
+    """
+    words = np.ascontiguousarray(words, dtype="<i8")
+    rows, width = words.shape
+    raw = words.view(np.uint8).reshape(rows, width * 8)
+    # column of bit t of byte j, or -1 where the byte's bit holds no vector bit
+    word, in_word = np.divmod(np.arange(width * 64), 64)
+    column = np.where(in_word < word_bits, word * word_bits + in_word, -1)
+    column = np.where(column < size, column, -1).reshape(width * 8, 8)
+    used = np.flatnonzero((column >= 0).any(axis=1))  # bytes that hold at least one bit
+    if used.size % 2:  # pair the bytes: a last odd one goes with a byte that holds no bit (there is one:
+        # the words have an even number of bytes), whose table is all zeros
+        used = np.concatenate([used, np.setdiff1d(np.arange(width * 8), used)[:1]])
+    column = column[used]
+    nbytes = used.size
+    # the used bytes are usually the words' first ones (all but those beyond the domain): a slice, no copy
+    pick = slice(0, nbytes) if np.array_equal(used, np.arange(nbytes)) else used
+    halves = np.empty((nbytes // 2, rows), dtype=np.uint16)  # halfword positions as rows
+    for lo in range(0, rows, _PACK_ROWS):  # by blocks of reports: row-wise reads, one transposed write
+        block = raw[lo : lo + _PACK_ROWS, pick]
+        halves[:, lo : lo + _PACK_ROWS] = block.view("<u2").T  # byte 2j low, byte 2j + 1 high
+    return halves, column
+
+
+def bit_sums(halves: np.ndarray, column: np.ndarray, size: int, w: np.ndarray) -> np.ndarray:
+    """``B^T w``: for each vector bit, the total weight of the reports that set it (:func:`halfword_rows`'s layout).
+
+    One weighted count per (halfword position, pattern), folded to its 16 bits: D counts per 16
+    bits, not one per set bit. Whole-number weights (report counts) give exact sums.
+    """
+    pattern = byte_patterns()
+    per_bit = np.empty(column.shape)  # (bytes, 8): weight of the reports setting each bit
+    for j in range(halves.shape[0]):
+        counts = np.bincount(halves[j], weights=w, minlength=1 << 16).reshape(256, 256)  # (high, low)
+        per_bit[2 * j] = counts.sum(axis=0) @ pattern
+        per_bit[2 * j + 1] = counts.sum(axis=1) @ pattern
+    hit = column >= 0
+    out = np.zeros(size)
+    out[column[hit]] = per_bit[hit]
+    return out
+
+
 class BitVectorMechanism(Mechanism):
     """Base of mechanisms reporting k-bit vectors: packing, unpacking in bounded chunks, report checks.
 
@@ -193,10 +265,14 @@ class BitVectorMechanism(Mechanism):
         the unary encodings' unbiased estimates, ``E = q + (p - q) theta``."""
         reports = self.checked_bits(reports)
         counts = np.asarray(counts, dtype=float)
-        ones = np.zeros(self.domain.size)
-        for rows, bits in self.bit_chunks(reports):
-            # einsum, not @: a BLAS call on long vectors spins threads and crawls on a busy machine
-            ones += np.einsum("d,dx->x", counts[rows], bits)
+        size = self.domain.size
+        ones = np.zeros(size)
+        # by blocks of reports regrouped as the likelihood reads them: sums of whole counts, exact in any order
+        # (the same numbers as summing unpacked bits, 2x faster at k = 1000, 10^6 reports)
+        step = max(1, _SUM_BYTES // (8 * max(1, reports.shape[1])))
+        for lo in range(0, reports.shape[0], step):
+            halves, column = halfword_rows(reports[lo : lo + step], size)
+            ones += bit_sums(halves, column, size, counts[lo : lo + step])
         return ones / counts.sum()
 
     def bit_matrix(self, reports: np.ndarray) -> Any:
