@@ -507,3 +507,31 @@ def test_a_points_repetitions_share_one_setup_and_each_point_gets_its_own():
     assert builder.setup(copy.deepcopy(first)) is one  # an equal document (a worker's copy)
     other = builder.setup(second)
     assert other is not one and other.cohorts[0].plan[0].eps == 2.0 and one.cohorts[0].plan[0].eps == 0.5
+
+
+_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=5))
+_DOCUMENTS = st.recursive(
+    _LEAVES,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=4), inner, max_size=4)),
+    max_leaves=30,
+)
+
+
+@given(doc=st.dictionaries(st.text(max_size=4), _DOCUMENTS, max_size=5))
+def test_a_points_document_is_an_equal_copy_sharing_no_table_or_array(doc):
+    from ldpsim.running.sweep import _copied
+
+    copied = _copied(doc)
+    assert copied == copy.deepcopy(doc)
+
+    def containers(value, found):
+        if isinstance(value, (dict, list)):
+            found.append(value)
+            for item in value.values() if isinstance(value, dict) else value:
+                containers(item, found)
+        return found
+
+    mine = {id(c) for c in containers(copied, [])}
+    assert not mine & {id(c) for c in containers(doc, [])}  # editing a point never edits the scenario
+    odd = {"when": np.arange(3)}  # not a TOML value: copied by copy.deepcopy
+    assert _copied(odd)["when"] is not odd["when"] and np.array_equal(_copied(odd)["when"], odd["when"])

@@ -122,13 +122,34 @@ def _default_labels(values: list, where: str) -> list:
     raise ScenarioError("values are tables or lists", field=where, hint="add labels = [...] naming each value")
 
 
+#: the types of a TOML document's leaves, which copying leaves as they are (immutable)
+_ATOMS = (str, int, float, bool, type(None))
+
+
+def _copied(value: Any) -> Any:
+    """A deep copy of a document: its tables and arrays copied, its strings and numbers shared.
+
+    ``copy.deepcopy``'s memo and dispatch made a pass over 002-fig6a's 20 points 0.6 ms (0.2 ms this
+    way), and a run makes five passes before its first task (checks, checkpoint, tasks, memory,
+    provenance); anything but tables, arrays and immutable leaves still goes through ``copy.deepcopy``.
+    """
+    kind = type(value)
+    if kind is dict:
+        return {key: _copied(item) for key, item in value.items()}
+    if kind is list:
+        return [_copied(item) for item in value]
+    if kind in _ATOMS:
+        return value
+    return copy.deepcopy(value)
+
+
 def grid_points(document: dict, axes: tuple[Axis, ...]) -> Iterator[Point]:
     """Every grid point, the last axis varying fastest; each document is a fresh copy."""
     for index in itertools.product(*(range(len(a.values)) for a in axes)):
-        doc = copy.deepcopy(document)
+        doc = _copied(document)
         coords = {}
         for axis, i in zip(axes, index):
             for path in axis.paths:
-                set_path(doc, path, copy.deepcopy(axis.values[i]))
+                set_path(doc, path, _copied(axis.values[i]))
             coords[axis.name] = axis.labels[i]
         yield Point(index, coords, doc)
