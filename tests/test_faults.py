@@ -405,6 +405,53 @@ def test_a_full_disk_at_the_final_write_is_one_line_and_keeps_the_finished_runs(
     assert calls == [] and not checkpoint_dir(out).exists()
 
 
+def test_a_full_disk_for_the_results_and_the_deferred_runs_says_they_run_again(expected, tmp_path, monkeypatch):
+    """The runs finished since the last checkpoint write are written when the results cannot be; if they cannot
+    be either and none was written before, the error is the results' own and nothing is left behind."""
+    import errno
+
+    out = tmp_path / "out.nc"
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(xr.Dataset, "to_netcdf", full)
+        patch.setattr(np, "savez", full)
+        with pytest.raises(ldpsim.LdpsimError) as caught:
+            ldpsim.run_scenario(SMALL, output=out)
+    assert str(caught.value) == (
+        f"output: could not write '{out}' (No space left on device); free some disk space (or raise the file size"
+        " limit), or write elsewhere"
+    )
+    assert not out.exists() and not checkpoint_dir(out).exists() and hidden(tmp_path) == []
+    assert_same_numbers(expected, ldpsim.run_scenario(SMALL, output=out))
+
+
+def test_a_failed_flush_of_the_deferred_runs_says_the_runs_not_kept_run_again(expected, tmp_path, monkeypatch):
+    import errno
+
+    from ldpsim.running.checkpoint import Checkpoint
+
+    out = tmp_path / "out.nc"
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def failed_flush(self):
+        raise ldpsim.LdpsimError("could not write the deferred runs", field="output")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ldpsim.running.runner, "CHECKPOINT_SECONDS", 0.0)  # earlier runs written as they finish
+        patch.setattr(xr.Dataset, "to_netcdf", full)
+        patch.setattr(Checkpoint, "flush", failed_flush)
+        with pytest.raises(ldpsim.LdpsimError) as caught:
+            ldpsim.run_scenario(SMALL, output=out)
+    assert str(caught.value).endswith("make room, then run again with --resume (the runs not kept are run again)")
+    assert_same_numbers(expected, ldpsim.run_scenario(SMALL, output=out, resume=True))
+    assert not checkpoint_dir(out).exists()
+
+
 def test_a_full_disk_while_checkpointing_stops_the_run_with_one_line(tmp_path, monkeypatch):
     import errno
 

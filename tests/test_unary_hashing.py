@@ -349,6 +349,23 @@ def test_likelihood_operator_is_the_dense_likelihood(name, k, eps, n, seed):
     np.testing.assert_allclose(op.T @ w, h.T @ w, rtol=1e-12)
 
 
+def test_olh_log_likelihood_by_blocks_of_reports_is_the_hash_support(monkeypatch):
+    """Blocks of 7 reports (the last one short), domains across halfword and byte boundaries."""
+    import ldpsim_plugins.mechanisms.local_hashing as lh
+
+    rng = np.random.default_rng(12)
+    for k in (2, 15, 16, 17, 33, 70):
+        monkeypatch.setattr(lh, "CHUNK_ELEMENTS", 7 * k)
+        mech = make("mechanism", "olh", line(k), eps=0.7)
+        reports = mech.sample(rng.integers(0, k, 40), rng)
+        g = mech.buckets
+        p = math.exp(0.7) / (math.exp(0.7) + g - 1)
+        expected = -math.log((PRIME - 1) * PRIME) + np.where(
+            olh_support(reports, k, g), math.log(p), math.log((1 - p) / (g - 1))
+        )
+        np.testing.assert_allclose(mech.log_likelihood(reports), expected, rtol=1e-13)
+
+
 def test_olh_unbiased_estimate_by_blocks_of_reports_counts_every_support_once(monkeypatch):
     """Three blocks of reports (the last one short) give the closed form's support counts exactly."""
     import ldpsim_plugins.mechanisms.local_hashing as lh

@@ -423,14 +423,20 @@ def run_scenario(
     try:
         save_results(ds, target)
     except LdpsimError as exc:  # a full disk at the very end: keep the work, say where it is
-        with contextlib.suppress(LdpsimError):  # no room for them either: the runs saved earlier are kept
+        try:
             checkpoint.flush()
+            again = "nothing is recomputed"
+        except LdpsimError:  # no room for them either: the runs saved earlier are kept
+            again = "the runs not kept are run again"
         kept = finished_tasks(target)  # runs, not checkpoint files (a file holds a batch of runs)
+        if not kept:  # nothing to resume: leave no trace, say what failed
+            checkpoint.remove()
+            raise
         raise type(exc)(
             f"{exc.problem}; its {kept} finished run{'' if kept == 1 else 's'} {'is' if kept == 1 else 'are'} kept"
             f" in '{checkpoint.path}'",
             field=exc.field,
-            hint="make room, then run again with --resume (nothing is recomputed)",
+            hint=f"make room, then run again with --resume ({again})",
         ) from None
     checkpoint.remove()
     return ds
