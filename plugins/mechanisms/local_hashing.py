@@ -218,21 +218,20 @@ class LocalHashing(Mechanism):
             )
         return reports
 
-    def _support_chunks(self, reports: np.ndarray):
-        """(rows, E[rows]) with E[d, x] = [h_{a_d,b_d}(x) = y_d], in bounded chunks."""
-        x = np.arange(self.domain.size, dtype=np.int64)[None, :]
-        step = max(1, CHUNK_ELEMENTS // self.domain.size)
-        for start in range(0, reports.shape[0], step):
-            rows = slice(start, min(start + step, reports.shape[0]))
-            a, b, y = (reports[rows, j : j + 1] for j in range(3))
-            yield rows, universal_hash(a, b, x, self.buckets) == y
-
     def _log_likelihood(self, reports: np.ndarray) -> np.ndarray:
+        # E[d, x] = [h_{a_d,b_d}(x) = y_d] as the structured likelihood computes it, unpacked by blocks of reports
         reports = self._checked(reports)
         hit = LOG_HASH_PROB + self._log_p
-        out = np.empty((reports.shape[0], self.domain.size))
-        for rows, support in self._support_chunks(reports):
-            out[rows] = np.where(support, hit, hit - self.eps)
+        k = self.domain.size
+        out = np.empty((reports.shape[0], k))
+        step = max(1, CHUNK_ELEMENTS // k)
+        for lo in range(0, reports.shape[0], step):
+            a, b, y = (reports[lo : lo + step, j] for j in range(3))
+            halves = hash_hit_halfwords(a, b, y, k, self.buckets)  # (values / 16, reports)
+            # little-endian halfwords: byte 2 q holds values 16 q..16 q + 7, byte 2 q + 1 the next 8
+            raw = np.ascontiguousarray(halves.T).view(np.uint8)
+            support = np.unpackbits(raw, axis=1, bitorder="little")[:, :k].view(bool)
+            out[lo : lo + step] = np.where(support, hit, hit - self.eps)
         return out
 
     def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
