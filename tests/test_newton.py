@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 from helpers import em_problems, make, matrix_mechanism, observe
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from ldpsim_plugins.estimators.krr_mle import water_fill
 
@@ -226,6 +226,9 @@ def bit_problems(draw):
 
 @settings(deadline=None, max_examples=40)
 @given(bit_problems())
+# hypothesis found it: 4 distinct reports, all in the sample, and one sharpening step left the barrier's pull on
+# a value of 1.4e-4 (2.0e-4, KKT 5e-8, 3.7e-6 nats below SQUAREM); a sample of every row now sharpens fully
+@example(problem=("subset_selection", 4, 1.953125, 1004, 1004))
 def test_a_hessian_from_a_sample_of_rows_reaches_a_certified_mle_at_least_as_likely(problem):
     """The sampled Hessian only steers the Newton steps: the certificate is exact, so the estimate is an MLE
     to tol, at least as likely as SQUAREM's and the start, with the MLE's zeros exact."""

@@ -946,7 +946,8 @@ def _interior_point(solver: _Solver, theta0: np.ndarray, tol: float, history: li
     # multipliers of x >= 0: the gradient where it is positive (values the MLE will likely drop), else small
     z = np.maximum(1.0 - pt.x.sum() * pt.grad, 0.0) + Z0 / (m * pt.x)
     best, best_z, sharpening = pt, z, 0
-    sharpen_steps = SHARPEN_STEPS if solver.sample is None else SAMPLED_SHARPEN_STEPS
+    # a sample of every row is the exact Hessian (a small likelihood): it sharpens as the exact one does
+    sharpen_steps = SHARPEN_STEPS if solver.sample is None or solver.sample.every_row else SAMPLED_SHARPEN_STEPS
     for _ in range(MAX_NEWTON_ITER):
         if pt.kkt < tol:
             if pt.kkt < tol * SHARPEN or sharpening >= sharpen_steps:
