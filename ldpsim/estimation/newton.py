@@ -76,13 +76,18 @@ ACTIVE_START = 0.5
 #: :data:`ACTIVE_RATE_STEPS` steps, would need more steps than that: the support is then too large for the budget
 #: or the start far from it (a 128 x 128 grid at eps = 1: KKT 2.8e9 at the start, halving per step, where SQUAREM
 #: certifies in 12 s; the 256 x 256 grid's at eps = 0.25 fell from 244 by half per step, more slowly while S was
-#: full, then fast: 20 steps, 17 since newcomers come one per neighbourhood). The first steps' KKT need not fall at
-#: all (the start is a thinned warm start).
+#: full, then fast: 20 steps, 17 since newcomers come one per neighbourhood, 20 with fewer of them per step). The
+#: first steps' KKT need not fall at all (the start is a thinned warm start).
 ACTIVE_MAX_STEPS, ACTIVE_STALL, ACTIVE_RATE_STEPS = 40, 3, 3
 #: newcomers to the active set are first the values that violate their KKT condition most within this many cells
 #: along each axis of a grid (:func:`_newcomers`; 1 took 11 steps on a 128 x 128 grid at eps = 0.25, 2 took 11 with a
 #: lower KKT at the end)
 ACTIVE_SPREAD = 2
+#: at most this fraction of the values the active set keeps join it per step (at least 64). Few newcomers keep S
+#: and its subproblems small, and its positive values a good guess of the subproblem's (:data:`QP_GUESSES`). On the
+#: 256 x 256 grid at eps = 0.25, n = 10^6: 0.5 took 17 steps, S at the budget from the 7th, 23-25 s; 0.3 took 18,
+#: 22 s; 0.15 20 steps, 15-16 s, never at the budget until the 16th; 0.1 25 steps, 14 s (nearer the step cap)
+ACTIVE_NEWCOMERS = 0.15
 #: the active set's Hessian brings a report's weight up to date when it moved by more than this factor
 #: (:class:`_ActiveHessian`). On the 256 x 256 grid at eps = 0.25, n = 10^6: 0.05 took 16 steps, 29.3-30.3 s,
 #: of which 4.8 s updating 112,424 weights; 0.2 one step more, 27.8-28.1 s; 128 x 128: 4.4 s and 4.2 s
@@ -91,9 +96,10 @@ ACTIVE_REWEIGHT = 0.2
 #: took 8-24 on grids up to 256 x 256) and the complementarity they reach, relative to the linear term
 QP_MAX_ITER, QP_TOL = 100, 1e-14
 #: guesses of the subproblem's positive values tried before its interior point (:func:`_guessed_face`), when the
-#: newcomers are at most this fraction of the values kept. On the 256 x 256 grid at eps = 0.25, n = 10^6 the last 7
-#: of 17 steps had under 15 %, and the guesses reached the solution within 2-7 factorizations where the interior
-#: point took 9-15 (5 guesses left 2 of them to it); the steps before had 19-40 %
+#: newcomers are at most this fraction of the values kept. On the 256 x 256 grid at eps = 0.25, n = 10^6 with half
+#: as many newcomers as values kept, the last 7 of 17 steps had under 15 %, and the guesses reached the solution
+#: within 2-7 factorizations where the interior point took 9-15 (5 guesses left 2 of them to it); with
+#: :data:`ACTIVE_NEWCOMERS` at 0.15 they reached it at 18 of 20 steps
 QP_GUESSES, QP_GUESS_NEWCOMERS = 8, 0.15
 #: Gondzio's centrality correctors per such iteration while its step is short (< 0.9): a solve each with the
 #: iteration's factorization, kept if they lengthen the step (four 256 x 256 subproblems: 67 factorizations -> 60)
@@ -538,7 +544,7 @@ def _active_set(
     towards its solution that Armijo's rule accepts, through the whole operator. The subproblem's solution
     has exact zeros, so the iterates do: a value leaves S when it is zero, and the values whose KKT
     condition fails most (gradient above 1: :meth:`Likelihood.certificate`) join it, one per neighbourhood
-    first (:func:`_newcomers`), at most half as many as S keeps. Only the whole domain's certificate ends the iterations, so the result is certified exactly as
+    first (:func:`_newcomers`), at most :data:`ACTIVE_NEWCOMERS` as many as S keeps. Only the whole domain's certificate ends the iterations, so the result is certified exactly as
     SQUAREM's would be.
 
     This replaced restricted interior-point problems solved round after round (each about 13 Hessians,
@@ -582,7 +588,7 @@ def _active_set(
         grad_f = 1.0 - pt.grad
         kept = np.flatnonzero(pt.x > 0)
         violating = np.flatnonzero((pt.x == 0) & (grad_f < -tol))
-        room = min(budget - kept.size, max(kept.size // 2, 64))
+        room = min(budget - kept.size, max(int(ACTIVE_NEWCOMERS * kept.size), 64))
         violating = _newcomers(H, grad_f, violating, max(room, 0))
         active = np.union1d(kept, violating)
         hess = hessians.hessian(active, solver.sqrt_w / pt.p, exact=violating.size == 0)
