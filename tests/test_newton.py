@@ -408,14 +408,15 @@ def nonnegative_qps(draw):
     return a.T @ a + 1e-9 * np.eye(m), rng.standard_normal(m) * 10 ** rng.uniform(-3, 3, m), rng.random(m)
 
 
+@pytest.mark.parametrize("guessed", [False, True], ids=["interior", "guess"])
 @pytest.mark.parametrize("refinements", [newton._REFINEMENTS, 0], ids=["float32", "float64"])
 @settings(deadline=None, max_examples=150)
 @given(nonnegative_qps())
-def test_the_active_sets_subproblem_is_solved_to_its_kkt_conditions(refinements, problem):
+def test_the_active_sets_subproblem_is_solved_to_its_kkt_conditions(refinements, guessed, problem):
     """Against its optimality conditions and scipy's NNLS (Lawson-Hanson) on the same problem written as least
     squares: y^T B y / 2 + c^T y = |R y + R^-T c|^2 / 2 + const for B = R^T R. Its systems factorized in float32
     and refined, and (no refinement allowed) the float64 factorizations it falls back on, for all but the
-    affine steps, which are not refined."""
+    affine steps, which are not refined; with a guess of the positive values tried first, or not."""
     from unittest import mock
 
     from scipy.linalg import cholesky, solve_triangular
@@ -423,7 +424,7 @@ def test_the_active_sets_subproblem_is_solved_to_its_kkt_conditions(refinements,
 
     hess, c, start = problem
     with mock.patch.object(newton, "_REFINEMENTS", refinements):
-        y = newton._nonnegative_qp(hess, c, start)
+        y = newton._nonnegative_qp(hess, c, start, guess=start > 0.5 if guessed else None)
     assert np.all(y >= 0)
 
     def q(v):
