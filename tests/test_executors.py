@@ -71,8 +71,23 @@ def test_a_batch_size_grows_only_for_fast_tasks():
 
 
 @pytest.mark.skipif(importlib.util.find_spec("distributed") is None, reason="needs the dask extra")
-def test_a_dask_local_cluster_gives_the_same_numbers(serial):
-    assert_same_numbers(serial, execute(load_scenario(SWEEP), executor="dask", workers=2))
+@pytest.mark.parametrize("method", [None, "spawn"], ids=["default", "spawn"])
+def test_a_dask_local_cluster_gives_the_same_numbers(serial, method):
+    """Forked workers (the default where there is fork) and spawned ones (fresh interpreters, which build the
+    plugins themselves) give the serial run's numbers."""
+    from ldpsim_plugins.executors.dask_cluster import Dask
+
+    runner = Dask(workers=2, start_method=method)
+    if method is not None or sys.platform.startswith("linux"):
+        assert runner._start_method() == (method or "fork")
+    assert_same_numbers(serial, execute(load_scenario(SWEEP), executor=runner))
+
+
+def test_a_start_method_is_refused_beside_a_running_scheduler():
+    from ldpsim_plugins.executors.dask_cluster import Dask
+
+    with pytest.raises(LdpsimError, match=r"^start_method: a running cluster has the workers it was started with"):
+        Dask(scheduler="tcp://h:8786", start_method="fork")
 
 
 def test_a_missing_dask_extra_is_one_line(monkeypatch):
