@@ -338,7 +338,7 @@ def test_the_builtin_executors_are_plugins_using_only_the_public_api(registry):
     for name in ("serial", "processes", "dask"):
         entry = registry.get("executor", name)
         assert entry.distribution == "ldpsim" and entry.cls.__module__.startswith("ldpsim_plugins.executors.")
-    assert set(registry.get("executor", "dask").cls.parameters()) == {"workers", "scheduler"}
+    assert set(registry.get("executor", "dask").cls.parameters()) == {"workers", "scheduler", "start_method"}
     assert set(registry.get("executor", "serial").cls.parameters()) == set()
 
 
