@@ -504,3 +504,25 @@ def test_the_active_set_hands_over_when_its_kkt_would_need_too_many_steps():
     assert newton._steps_to_tol(halving, 2.0**-26) == pytest.approx(7 + 20)
     assert newton._steps_to_tol([1.0, 2.0, 1.5, 1.0], 1e-6) == math.inf
     assert newton._steps_to_tol([1.0, 0.5, 1e-7], 1e-6) == 2
+
+
+def test_the_active_hessian_grows_past_its_budget_keeping_its_columns_and_products():
+    """A budget that binds grows (the MLE's support larger than it): the kept columns and Gram matrix carry over,
+    and values that join after the growth get their products as before."""
+    rng = np.random.default_rng(4)
+    dense = rng.random((50, 9))
+    scale = rng.random(50) + 0.5
+
+    def read(H, rows, columns, dtype):
+        return np.asarray(H[np.ix_(rows, columns)], dtype=dtype)
+
+    def exact(active):
+        block = dense[:, active] * scale[:, None]
+        return block.T @ block
+
+    store = newton._ActiveHessian(dense, 50, 3, read)
+    np.testing.assert_allclose(store.hessian(np.array([0, 4, 7]), scale, exact=True), exact([0, 4, 7]), rtol=1e-5)
+    store.grow(6)
+    assert store.data.shape == (6, 50)
+    active = np.array([0, 2, 4, 5, 7, 8])
+    np.testing.assert_allclose(store.hessian(active, scale, exact=False), exact(active), rtol=1e-5)

@@ -88,6 +88,10 @@ ACTIVE_SPREAD = 2
 #: 256 x 256 grid at eps = 0.25, n = 10^6: 0.5 took 17 steps, S at the budget from the 7th, 23-25 s; 0.3 took 18,
 #: 22 s; 0.15 20 steps, 15-16 s, never at the budget until the 16th; 0.1 25 steps, 14 s (nearer the step cap)
 ACTIVE_NEWCOMERS = 0.15
+#: once S holds the budget's values and others still violate their KKT condition, the budget grows by this factor,
+#: up to ACTIVE_MAX_GROWTH times its start (a 256 x 256 draw whose MLE has more positive values than 2,469: S full
+#: from step 15, the KKT violation stuck at 9.4e-6, and SQUAREM from there or the warm start crawling)
+ACTIVE_GROWTH, ACTIVE_MAX_GROWTH = 1.25, 2.0
 #: the active set's Hessian brings a report's weight up to date when it moved by more than this factor
 #: (:class:`_ActiveHessian`). On the 256 x 256 grid at eps = 0.25, n = 10^6: 0.05 took 16 steps, 29.3-30.3 s,
 #: of which 4.8 s updating 112,424 weights; 0.2 one step more, 27.8-28.1 s; 128 x 128: 4.4 s and 4.2 s
@@ -562,7 +566,7 @@ def _active_set(
 
     H = likelihood.H
     size, rows = likelihood.size, H.shape[0]
-    budget = max(1, int(math.sqrt(ACTIVE_MAX_FLOPS / rows)))
+    budget = initial_budget = max(1, int(math.sqrt(ACTIVE_MAX_FLOPS / rows)))
     history: list[float] = list(warm.trace) if warm.trace is not None else []
     solver = _Solver(likelihood, None)
     solver.passes = warm.iterations + 1  # passes so far, the warm start's included
@@ -588,6 +592,10 @@ def _active_set(
         grad_f = 1.0 - pt.grad
         kept = np.flatnonzero(pt.x > 0)
         violating = np.flatnonzero((pt.x == 0) & (grad_f < -tol))
+        if violating.size and kept.size >= budget and budget < ACTIVE_MAX_GROWTH * initial_budget:
+            # the MLE's support is larger than the budget: S grows rather than hand over to SQUAREM, which crawls
+            budget = min(int(ACTIVE_GROWTH * budget), int(ACTIVE_MAX_GROWTH * initial_budget))
+            hessians.grow(budget)
         room = min(budget - kept.size, max(int(ACTIVE_NEWCOMERS * kept.size), 64))
         violating = _newcomers(H, grad_f, violating, max(room, 0))
         active = np.union1d(kept, violating)
@@ -748,6 +756,12 @@ class _ActiveHessian:
         order = np.argsort(self.values, kind="stable")
         where = order[np.searchsorted(self.values, active, sorter=order)]
         return self.gram[np.ix_(where, where)] * self.top**2
+
+    def grow(self, capacity: int) -> None:
+        """Room for ``capacity`` values: the kept columns copied into a larger array."""
+        data = np.empty((capacity, self.data.shape[1]), dtype=np.float32)
+        data[: self.values.size] = self.data[: self.values.size]
+        self.data = data
 
     def _drop(self, held: np.ndarray) -> None:
         """Forget the values not ``held``: the last held ones move into their slots, so the held stay the first."""
