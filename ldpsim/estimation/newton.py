@@ -600,11 +600,6 @@ def _active_set(
         violating = _newcomers(H, grad_f, violating, max(room, 0))
         active = np.union1d(kept, violating)
         hess = hessians.hessian(active, solver.sqrt_w / pt.p, exact=violating.size == 0)
-        if hess is not None and not np.all(np.diag(hess) > 0):
-            # the updated Gram matrix can lose a diagonal entry below zero where weights fall fast (a 256 x 256 grid
-            # whose start's KKT was 4e4: -5e7 against a largest 4.5e7 after three steps of 6x smaller diagonals;
-            # cause not pinned down): formed afresh instead, or its subproblem broke down and SQUAREM took over
-            hess = hessians.hessian(active, solver.sqrt_w / pt.p, exact=True)
         if hess is None:
             break
         solver.passes += 1  # bringing the Hessian up to date reads H[:, S] at most once
@@ -731,11 +726,8 @@ class _ActiveHessian:
             self.data[kept : kept + new.size] = part.T
             self.values = np.concatenate([self.values, new])
         m, data = self.values.size, self.data[: self.values.size]
-        if exact or not self.weights.size:  # afresh: every product, with the current weights
-            self.top = float(scale.max())
-            self.weights = (scale / self.top) ** 2
-            scaled = data * (scale / self.top).astype(np.float32)
-            self.gram = (scaled @ scaled.T).astype(float)  # a @ a.T: numpy takes BLAS's symmetric product
+        if exact or not self.weights.size:
+            self._afresh(data, scale)
         else:
             if new.size:  # the kept values' block as it was, the new values' rows and columns with the held weights
                 gram = np.empty((m, m))
@@ -753,9 +745,21 @@ class _ActiveHessian:
                     block = data[:, part] * np.sqrt(sign * (weights[part] - self.weights[part])).astype(np.float32)
                     self.gram += sign * (block @ block.T).astype(float)
             self.weights[moved] = weights[moved]
+            if not np.all(np.diag(self.gram) > 0):
+                # the updates can leave a diagonal entry below zero where weights fall fast (a 256 x 256 grid whose
+                # start's KKT was 4e4: -5e7 against a largest 4.5e7 after three steps of 6x smaller diagonals;
+                # cause not pinned down): formed afresh instead, or its subproblem broke down and SQUAREM took over
+                self._afresh(data, scale)
         order = np.argsort(self.values, kind="stable")
         where = order[np.searchsorted(self.values, active, sorter=order)]
         return self.gram[np.ix_(where, where)] * self.top**2
+
+    def _afresh(self, data: np.ndarray, scale: np.ndarray) -> None:
+        """The Gram matrix from every product, with the current weights."""
+        self.top = float(scale.max())
+        self.weights = (scale / self.top) ** 2
+        scaled = data * (scale / self.top).astype(np.float32)
+        self.gram = (scaled @ scaled.T).astype(float)  # a @ a.T: numpy takes BLAS's symmetric product
 
     def grow(self, capacity: int) -> None:
         """Room for ``capacity`` values: the kept columns copied into a larger array."""
