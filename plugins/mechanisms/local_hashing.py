@@ -60,8 +60,8 @@ SUPPORT_BYTES = 1 << 24
 def universal_hash(a: np.ndarray, b: np.ndarray, x: np.ndarray, g: int) -> np.ndarray:
     """((a x + b) mod P) mod g, broadcast; int64-exact for x < P.
 
-    Hashing every (report, value) pair is most of building OLH's likelihood (10^9 pairs at k = 1024,
-    n = 10^6), so no step divides by a runtime value: ``v mod P`` for the Mersenne prime is
+    The sampler's hash of each user's value, and the definition :func:`hash_hit_halfwords` is checked
+    against. No step divides by a runtime value: ``v mod P`` for the Mersenne prime is
     ``(v & P) + (v >> 31)`` less P at most once (v < P^2), and ``mod g`` is ``r - (r // g) g``, whose
     division by a scalar numpy performs by multiplication, or the low bits when g is a power of two.
     """
@@ -220,6 +220,7 @@ class LocalHashing(Mechanism):
 
     def _log_likelihood(self, reports: np.ndarray) -> np.ndarray:
         # E[d, x] = [h_{a_d,b_d}(x) = y_d] as the structured likelihood computes it, unpacked by blocks of reports
+        # (as the operator's rows are, to bools: its rows, floats r + (1 - r) bits, made this 4x slower)
         reports = self._checked(reports)
         hit = LOG_HASH_PROB + self._log_p
         k = self.domain.size
