@@ -263,24 +263,60 @@ def test_tasks_run_with_one_blas_thread(monkeypatch):
     assert seen == [1] * 4
 
 
-def test_a_run_enters_the_blas_limit_once_and_restores_it(monkeypatch):
-    """Entering the limit costs milliseconds, more than a small task: a run enters it once, not per task."""
+def test_a_run_enters_the_blas_limit_once_and_restores_it(monkeypatch, tmp_path):
+    """Entering the limit costs milliseconds, more than a small task: a run enters it once, not per task,
+    and holds it from its setups to its results' file (the matrices its tasks use are built under it)."""
     from threadpoolctl import threadpool_info
 
-    from ldpsim.running import tasks as task_module
+    from ldpsim.base import threads
+    from ldpsim.running import build, runner
 
     def blas_threads():
         return sorted(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
 
     before = blas_threads()
     entered = []
-    real = task_module.threadpool_limits
-    monkeypatch.setattr(task_module, "threadpool_limits", lambda **kw: (entered.append(kw), real(**kw))[1])
-    execute(load_scenario({**SWEEP, "repetitions": 5}))
-    assert entered == [{"limits": 1, "user_api": "blas"}]  # 10 tasks, one limit
+    real = threads.threadpool_limits
+    monkeypatch.setattr(threads, "threadpool_limits", lambda **kw: (entered.append(kw), real(**kw))[1])
+    held = []
+    for owner, name in [(build.Builder, "_setup"), (runner, "assemble"), (runner, "save_results")]:
+        original = getattr(owner, name)
+        monkeypatch.setattr(
+            owner, name, lambda *a, _f=original, **k: (held.append(max(blas_threads())), _f(*a, **k))[1]
+        )
+    ldpsim.run_scenario({**SWEEP, "repetitions": 5}, output=tmp_path / "r.nc")
+    assert entered == [{"limits": 1, "user_api": "blas"}]  # 2 setups, 10 tasks, the assembly, the file: one limit
+    assert held and set(held) == {1}
     assert blas_threads() == before
-    run_task(tasks(load_scenario(SWEEP))[0])  # a task on its own still runs limited
+    scenario = load_scenario(SWEEP)  # loaded on its own: its setups under a limit of their own
     assert len(entered) == 2
+    execute(scenario)
+    assert len(entered) == 3
+    run_task(tasks(scenario)[0])  # a task on its own still runs limited
+    assert len(entered) == 4
+    assert blas_threads() == before
+
+
+@pytest.mark.parametrize("how", ["held = one_blas_thread(); held.__enter__()", "one_blas_thread_for_good()"])
+def test_the_limit_covers_scipys_blas_loaded_later(how):
+    """scipy carries its own BLAS, loaded on first use (often inside a task): a limit entered before that
+    would leave it threaded; entering the limit loads it first. In a fresh interpreter, as a spawned worker."""
+    import subprocess
+
+    code = f"""
+import sys
+from threadpoolctl import threadpool_info
+from ldpsim.base.threads import one_blas_thread, one_blas_thread_for_good
+assert "scipy.linalg" not in sys.modules
+{how}
+import scipy.linalg
+blas = [(i["filepath"], i["num_threads"]) for i in threadpool_info() if i["user_api"] == "blas"]
+print(len(blas), sorted({{n for _, n in blas}}))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    count, threads = done.stdout.split(maxsplit=1)
+    assert int(count) >= 2  # numpy's and scipy's
+    assert threads.strip() == "[1]"
 
 
 class Reversed(Executor):

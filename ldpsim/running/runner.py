@@ -19,6 +19,7 @@ import numpy as np
 import xarray as xr
 
 from ..base.errors import LdpsimError, ParameterError
+from ..base.threads import one_blas_thread
 from ..estimation.observations import round_channels
 from ..estimation.unbiased import check_unbiased_memory
 from ..plugin.executor import Executor
@@ -32,7 +33,7 @@ from .paths import parse_override
 from .provenance import provenance
 from .scenario import Scenario, load_scenario
 from .simulation import check_simulation_memory
-from .tasks import Task, TaskResult, one_blas_thread, run_task, shared_builder, simulate, tasks
+from .tasks import Task, TaskResult, run_task, shared_builder, simulate, tasks
 
 __all__ = [
     "Task",
@@ -251,6 +252,7 @@ def make_executor(executor: str | Executor, *, jobs: int | None = None, **option
     return cls(**given)
 
 
+@one_blas_thread()  # the whole run, its assembly too (see ldpsim.base.threads)
 def execute(
     scenario: Scenario,
     *,
@@ -295,9 +297,8 @@ def execute(
             progress(len(results), len(todo))
 
     try:
-        # one BLAS limit for the tasks this process runs, not one per task; workers forked meanwhile start
-        # with the plugins already built here
-        with one_blas_thread(), shared_builder(todo[0].run if todo else "", scenario.builder):
+        # workers forked meanwhile start with the plugins already built here
+        with shared_builder(todo[0].run if todo else "", scenario.builder):
             size = MAX_BATCH
             if parallel > 1 and len(rest) >= PROBE_TASKS:  # a few tasks timed here size the batches
                 here, fastest = _BatchRunner(scenario.builder), math.inf
@@ -353,6 +354,7 @@ def preflight(scenario: Scenario) -> None:
             check_unbiased_memory([(c,) for cohort in setup.cohorts for c in round_channels(cohort.plan)])
 
 
+@one_blas_thread()  # from the scenario's setups to the results' file (see ldpsim.base.threads)
 def run_scenario(
     source: str | os.PathLike | Mapping[str, Any],
     *,

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base.errors import ScenarioError
+from ..base.threads import one_blas_thread
 from ..estimation.observations import plan_rounds
 from ..plugin.registry import Registry, get_registry
 from ..results.variables import declared
@@ -180,7 +181,8 @@ def load_scenario(
     when = str_field(doc, "rounds", "last")
     if when not in ROUNDS:
         raise ScenarioError(f"must be one of {', '.join(ROUNDS)}, got {when!r}", field="rounds", hint=FIELDS["rounds"])
-    builder = check_setups(grid_points(doc, axes), axes, base_dir, registry or get_registry(), confine=confine)
+    with one_blas_thread():  # the mechanisms' matrices as every task will see them (see ldpsim.base.threads)
+        builder = check_setups(grid_points(doc, axes), axes, base_dir, registry or get_registry(), confine=confine)
     _check_axis_names(axes, builder.setup(next(iter(grid_points(doc, axes)))))
     rounds = _round_count(axes, [builder.setup(p) for p in grid_points(doc, axes)]) if when == "every" else 0
     return Scenario(

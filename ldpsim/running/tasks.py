@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
+from ..base.threads import holds_one_blas_thread, one_blas_thread, one_blas_thread_for_good
 from ..estimation.estimator import Estimator
 from ..estimation.observations import Observations
 from ..model.memoized import MemoizedMechanism
@@ -141,32 +141,6 @@ def simulate(task: Task, builder: Builder | None = None) -> tuple[Setup, np.ndar
     return setup, truth, Observations(setup.domain, [g for g in groups if g is not None])
 
 
-#: True while this process runs tasks with one BLAS thread (see :func:`one_blas_thread`)
-_one_thread = False
-#: a worker process's limit, kept for the process's life
-_worker_limit: Any = None
-
-
-@contextmanager
-def one_blas_thread() -> Iterator[None]:
-    """One BLAS thread inside, entered once however many tasks run there.
-
-    Entering the limit costs milliseconds (threadpoolctl inspects every loaded library), more
-    than a small task's estimation: a sweep of thousands of small runs enters it once, not per run.
-    The previous limits are restored on exit.
-    """
-    global _one_thread
-    if _one_thread:
-        yield
-        return
-    with threadpool_limits(limits=1, user_api="blas"):
-        _one_thread = True
-        try:
-            yield
-        finally:
-            _one_thread = False
-
-
 def run_task(task: Task, builder: Builder | None = None) -> TaskResult:
     """Simulate one population, estimate, and score the estimates.
 
@@ -177,12 +151,10 @@ def run_task(task: Task, builder: Builder | None = None) -> TaskResult:
     worker process keeps the limit once set; in the main process it holds for
     the task, or for the whole run inside :func:`one_blas_thread`.
     """
-    global _worker_limit
-    if _one_thread:
+    if holds_one_blas_thread():
         return _run_task(task, builder)
     if multiprocessing.parent_process() is not None:  # a pool's worker: limit it once, for good
-        if _worker_limit is None:
-            _worker_limit = threadpool_limits(limits=1, user_api="blas")
+        one_blas_thread_for_good()
         return _run_task(task, builder)
     with one_blas_thread():
         return _run_task(task, builder)
