@@ -20,6 +20,11 @@ Phases, in seconds of wall time (work divided by the workers where tasks run sid
   parameter resolution). With the serial executor it is per-run bookkeeping alone.
 
 The phases are timed by wrapping ldpsim's functions from here; ldpsim is not instrumented.
+
+Each repetition starts ``PAUSE`` seconds after the previous one ends, from a quiet process, as
+``ldpsim run`` starts: forking a pool shuts OpenBLAS's idle threads down, and restoring the BLAS
+limit after the run starts them again, spinning for about 0.1 s each; back to back, they slowed
+the next repetition's setup by half (002-fig6a: 18 -> 37 ms).
 """
 
 from __future__ import annotations
@@ -84,7 +89,12 @@ def timed_phases() -> Iterator[dict[str, float]]:
             setattr(owner, name, original)
 
 
+#: seconds between two repetitions (see the module's docstring)
+PAUSE = 0.3
+
+
 def measure(scenario: str, executor: str, workers: int) -> dict[str, float]:
+    time.sleep(PAUSE)
     options = {} if executor == "serial" else {"workers": workers}
     with tempfile.TemporaryDirectory() as folder, timed_phases() as spent:  # with a checkpoint, as `ldpsim run`
         start = time.perf_counter()

@@ -71,6 +71,23 @@ def test_metric_checks_lengths():
         make("metric", "tv")([0.5, 0.5], [0.5, 0.5], Categorical(values=list("abc")))
 
 
+def test_a_metric_checks_each_domain_once_and_again_after_a_parameter_changes():
+    """The domain check is remembered per domain (a sweep scores thousands of estimates on one), never
+    across domains or a changed parameter: an unsuitable domain is refused whenever it comes."""
+    metric = make("metric", "avg-mse", users=10)
+    numbers, letters = Integers(low=0, high=2), Categorical(values=list("abc"))
+    p, q = [0.5, 0.5, 0], [0, 0.25, 0.75]
+    assert metric(p, q, numbers) == pytest.approx(10 * (0.5 - 1.75) ** 2)
+    with pytest.raises(ldpsim.ParameterError, match="needs numeric values"):
+        metric(p, q, letters)  # another domain: checked
+    assert metric(p, q, numbers) == pytest.approx(10 * (0.5 - 1.75) ** 2)
+    metric.weights = np.ones(2)  # now unsuitable for the domain it was checked on
+    with pytest.raises(ldpsim.ParameterError, match="has 2 entries, the domain has 3 values"):
+        metric(p, q, numbers)
+    metric.weights = np.ones(3)
+    assert metric(p, q, numbers) == pytest.approx(10 * (1 - 1) ** 2)
+
+
 def test_emd_is_in_the_grids_distance_unit_and_tv_is_unitless():
     from ldpsim.results.labels import metric_units
 

@@ -21,6 +21,7 @@ class Metric(Configurable):
     """
 
     kind: ClassVar[str] = "metric"
+    _DERIVED: ClassVar[tuple[str, ...]] = (*Configurable._DERIVED, "_checked_domain")
     #: domain kinds the metric works on; None means any
     domain_kinds: ClassVar[tuple[str, ...] | None] = None
     #: unit of the metric's values, shown on plot axes; "distance" means the domain's distance
@@ -63,9 +64,16 @@ class Metric(Configurable):
         """The metric's value for one estimate; ``outputs`` are the estimate's extras (``Estimate.extras``)."""
         estimate = np.asarray(estimate, dtype=float)
         truth = np.asarray(truth, dtype=float)
-        if estimate.shape != (domain.size,) or truth.shape != (domain.size,):
-            raise ValueError(f"metric '{self.name}' needs two vectors of length {domain.size}")
-        self.check_domain(domain)
+        size = domain.size
+        if estimate.shape != (size,) or truth.shape != (size,):
+            raise ValueError(f"metric '{self.name}' needs two vectors of length {size}")
+        # checked once per domain, not per call: a sweep scores thousands of estimates on one domain, and the
+        # check was a quarter of a call. Remembered by the domain's cached identity, which the domain forgets
+        # when it changes, and forgotten here when a parameter is set (``_DERIVED``)
+        seen = domain._identity()
+        if self.__dict__.get("_checked_domain") is not seen:
+            self.check_domain(domain)
+            self.__dict__["_checked_domain"] = seen
         if not self.reads:
             return float(self._compute(estimate, truth, domain))
         outputs = outputs or {}
