@@ -124,7 +124,7 @@ class Boom(Exception):
 
 def test_an_interrupted_run_resumes_to_the_same_numbers(serial, tmp_path, monkeypatch):
     out = tmp_path / "sweep.nc"
-    real = ldpsim.running.runner.run_task
+    real = ldpsim.running.runner.task_row
     calls = []
 
     def failing(task, builder=None):
@@ -133,7 +133,7 @@ def test_an_interrupted_run_resumes_to_the_same_numbers(serial, tmp_path, monkey
             raise Boom
         return real(task, builder)
 
-    monkeypatch.setattr(ldpsim.running.runner, "run_task", failing)
+    monkeypatch.setattr(ldpsim.running.runner, "task_row", failing)
     with pytest.raises(Boom):
         execute(load_scenario(SWEEP), checkpoint=Checkpoint(out, load_scenario(SWEEP)))
     kept = Checkpoint(out, load_scenario(SWEEP), resume=True)
@@ -143,7 +143,7 @@ def test_an_interrupted_run_resumes_to_the_same_numbers(serial, tmp_path, monkey
 
     calls.clear()
     monkeypatch.setattr(
-        ldpsim.running.runner, "run_task", lambda task, builder=None: (calls.append(task.key), real(task, builder))[1]
+        ldpsim.running.runner, "task_row", lambda task, builder=None: (calls.append(task.key), real(task, builder))[1]
     )
     resumed = execute(load_scenario(SWEEP), checkpoint=Checkpoint(out, load_scenario(SWEEP), resume=True))
     assert sorted(calls) == [(1, 0), (1, 1)]  # only the unfinished tasks ran again
@@ -380,7 +380,7 @@ def test_the_builtin_executors_are_plugins_using_only_the_public_api(registry):
 
 def test_run_scenario_checkpoints_resumes_and_cleans_up_like_the_cli(serial, tmp_path, monkeypatch):
     out = tmp_path / "sweep.nc"
-    real = ldpsim.running.runner.run_task
+    real = ldpsim.running.runner.task_row
 
     def failing_at(key):
         def run(task, builder=None):
@@ -390,16 +390,16 @@ def test_run_scenario_checkpoints_resumes_and_cleans_up_like_the_cli(serial, tmp
 
         return run
 
-    monkeypatch.setattr(ldpsim.running.runner, "run_task", failing_at((0, 0)))  # the first task: nothing to keep
+    monkeypatch.setattr(ldpsim.running.runner, "task_row", failing_at((0, 0)))  # the first task: nothing to keep
     with pytest.raises(Boom):
         ldpsim.run_scenario(SWEEP, output=out)
     assert not checkpoint_dir(out).exists() and not out.exists()
 
-    monkeypatch.setattr(ldpsim.running.runner, "run_task", failing_at((1, 0)))  # the third: two are kept
+    monkeypatch.setattr(ldpsim.running.runner, "task_row", failing_at((1, 0)))  # the third: two are kept
     with pytest.raises(Boom):
         ldpsim.run_scenario(SWEEP, output=out)
     assert finished_tasks(out) == 2 and not out.exists()
-    monkeypatch.setattr(ldpsim.running.runner, "run_task", real)
+    monkeypatch.setattr(ldpsim.running.runner, "task_row", real)
     with pytest.raises(LdpsimError, match="holds the finished runs of an interrupted run"):
         ldpsim.run_scenario(SWEEP, output=out)
     with pytest.raises(LdpsimError, match="^resume: needs an output to resume"):
@@ -456,7 +456,7 @@ def test_the_cli_keeps_the_finished_runs_of_an_interrupted_run(tmp_path, monkeyp
         '[cohorts.all]\nreports = [{ mechanism = "krr", eps = 1 }]\n'
     )
     out = tmp_path / "s.nc"
-    real = ldpsim.running.runner.run_task
+    real = ldpsim.running.runner.task_row
 
     def interrupted_at(rep):
         def run(task, builder=None):
@@ -466,12 +466,12 @@ def test_the_cli_keeps_the_finished_runs_of_an_interrupted_run(tmp_path, monkeyp
 
         return run
 
-    monkeypatch.setattr(ldpsim.running.runner, "run_task", interrupted_at(0))
+    monkeypatch.setattr(ldpsim.running.runner, "task_row", interrupted_at(0))
     done = cli.invoke(app, ["run", str(scenario), "-o", str(out), "-e", "serial", "-q"])
     assert done.exit_code == 130 and done.output.strip() == "interrupted; nothing was written"
     assert not checkpoint_dir(out).exists()
 
-    monkeypatch.setattr(ldpsim.running.runner, "run_task", interrupted_at(1))
+    monkeypatch.setattr(ldpsim.running.runner, "task_row", interrupted_at(1))
     done = cli.invoke(app, ["run", str(scenario), "-o", str(out), "-e", "serial", "-q"])
     assert done.exit_code == 130
     assert (
@@ -479,7 +479,7 @@ def test_the_cli_keeps_the_finished_runs_of_an_interrupted_run(tmp_path, monkeyp
     )
     assert finished_tasks(out) == 1 and not out.exists()
 
-    monkeypatch.setattr(ldpsim.running.runner, "run_task", real)
+    monkeypatch.setattr(ldpsim.running.runner, "task_row", real)
     done = cli.invoke(app, ["run", str(scenario), "-o", str(out), "-e", "serial", "-q", "--resume"])
     assert done.exit_code == 0, done.output
     assert out.exists() and not checkpoint_dir(out).exists()
@@ -509,41 +509,46 @@ def test_batches_cover_the_tasks_in_order_in_bounded_batches(count, workers):
 
 
 def test_a_batch_sent_back_gives_every_run_its_own_values_and_columns_only_when_uniform():
-    """A worker's batch pickles as stacked arrays: unpickled, each run has its key, its variables in its own
-    order, and values equal in type, dtype and bits; values that cannot be stacked faithfully (missing from a
-    run, another dtype, not an ndarray) travel run by run, and then the batch offers no columns."""
+    """A worker's batch holds its runs' values stacked, each variable converted once: unpickled, each run has
+    its key, its variables in its own order, and the values its own conversion gives (type, dtype and bits);
+    values that cannot be stacked faithfully (missing from a run, another dtype or shape) are kept run by run,
+    and then the batch offers no columns."""
     from ldpsim.results.assemble import Batches
-    from ldpsim.running.runner import _Batch
-    from ldpsim.running.tasks import TaskResult
+    from ldpsim.running.runner import _Stacked
+    from ldpsim.running.tasks import TaskRow
 
-    def result(i, **extra):
-        values = {"a": np.full(3, i, dtype=np.float64), "n": np.asarray(i, dtype=np.int64), **extra}
-        return TaskResult((0, i), values)
+    dtypes = {"a": "float64", "n": "int64", "x": "float64", "b": "bool"}
 
-    uniform = _Batch(result(i) for i in range(4))
-    mixed = _Batch(
-        [
-            result(4, x=np.ones(2)),  # x missing from the next run
-            result(5),
-            TaskResult((0, 6), {"n": np.asarray(6, dtype=np.int32), "a": np.zeros(3)}),  # another dtype and order
-            TaskResult((0, 7), {"a": np.zeros(3), "n": np.int64(7)}),  # a numpy scalar, not an array
-        ]
-    )
-    for batch in (uniform, mixed):
-        back = pickle.loads(pickle.dumps(batch))
-        assert len(back) == len(batch) and [r.key for r in back] == [r.key for r in batch]
-        for mine, theirs in zip(batch, back):
-            assert list(theirs.values) == list(mine.values)
-            for name, value in mine.values.items():
-                got = theirs.values[name]
-                assert type(got) is type(value) and got.dtype == value.dtype
-                assert got.tobytes() == np.asarray(value).tobytes()
-    assert pickle.loads(pickle.dumps(mixed)).columns() is None and mixed.columns() is None
-    both = Batches([pickle.loads(pickle.dumps(uniform)), _Batch(result(i) for i in range(4, 6))])
+    def row(i, **extra):
+        return TaskRow((0, i), {"a": [i / 3, i / 7, 1e-300 * i], "n": i, "b": [i % 2 == 0], **extra}, dtypes)
+
+    uniform = [row(i) for i in range(4)]
+    mixed = [
+        row(4, x=np.ones(2)),  # x missing from the next run
+        row(5),
+        TaskRow((0, 6), {"n": 6, "a": np.zeros(3), "b": [True]}, {**dtypes, "n": "int32"}),  # another dtype, order
+        TaskRow((0, 7), {"a": [0.5, 0.25], "n": 7, "b": np.array([False])}, dtypes),  # another shape
+    ]
+    for rows in (uniform, mixed):
+        batch = _Stacked.of(rows)
+        for back in (batch, pickle.loads(pickle.dumps(batch))):
+            assert len(back) == len(rows) and [r.key for r in back] == [r.key for r in rows]
+            for mine, theirs in zip(rows, back):
+                assert type(theirs.key[0]) is int
+                assert list(theirs.values) == list(mine.values)
+                for name, value in mine.result().values.items():
+                    got = theirs.values[name]
+                    assert type(got) is np.ndarray and got.dtype == value.dtype and got.shape == value.shape
+                    assert got.tobytes() == value.tobytes()
+    assert _Stacked.of(mixed).columns() is None
+    assert set(_Stacked.of(mixed).stacked) == {"b"}  # the one variable every run has alike
+    both = Batches([pickle.loads(pickle.dumps(_Stacked.of(uniform))), _Stacked.of([row(i) for i in range(4, 6)])])
     columns = both.columns()
     assert columns is not None and columns.keys.tolist() == [[0, i] for i in range(6)]
     assert np.array_equal(columns.values["a"], np.stack([r.values["a"] for r in both]))
-    assert Batches([uniform, mixed]).columns() is None  # one batch without columns: read run by run
+    assert Batches([_Stacked.of(uniform), _Stacked.of(mixed)]).columns() is None  # one without: run by run
+    loaded = _Stacked.of_results([r.result() for r in uniform])  # a checkpoint's results, held alike
+    assert loaded.columns() is not None and loaded.stacked["a"].tobytes() == _Stacked.of(uniform).stacked["a"].tobytes()
 
 
 @pytest.mark.parametrize(("seconds", "writes"), [(3600.0, 0), (0.0, None)])

@@ -46,13 +46,13 @@ def expected() -> xr.Dataset:
 def counting_run_task(monkeypatch) -> list[tuple[int, ...]]:
     """Record the keys of the tasks that run (in this process: the serial executor)."""
     calls: list[tuple[int, ...]] = []
-    real = ldpsim.running.runner.run_task
+    real = ldpsim.running.runner.task_row
 
     def counted(task, builder=None):
         calls.append(task.key)
         return real(task, builder)
 
-    monkeypatch.setattr(ldpsim.running.runner, "run_task", counted)
+    monkeypatch.setattr(ldpsim.running.runner, "task_row", counted)
     return calls
 
 

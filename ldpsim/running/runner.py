@@ -8,10 +8,9 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
-import operator
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from ..estimation.observations import round_channels
 from ..estimation.unbiased import check_unbiased_memory
 from ..plugin.executor import Executor
 from ..plugin.registry import get_registry
-from ..results.assemble import Batches, Columns, Layout, LazyResults, assemble, stack_arrays
+from ..results.assemble import Batches, Columns, Layout, LazyResults, assemble
 from ..results.io import check_output, check_overwrite, save_results
 from ..results.variables import declared
 from .build import Builder
@@ -33,7 +32,7 @@ from .paths import parse_override
 from .provenance import provenance
 from .scenario import Scenario, load_scenario
 from .simulation import check_simulation_memory
-from .tasks import Task, TaskResult, run_task, shared_builder, simulate, tasks
+from .tasks import Task, TaskResult, TaskRow, run_task, shared_builder, simulate, task_row, tasks
 
 __all__ = [
     "Task",
@@ -78,58 +77,16 @@ MAX_BATCH_GROWTH = 8
 CHECKPOINT_SECONDS = 5.0
 
 
-_DTYPE = operator.attrgetter("dtype")
-
-
-class _Batch(list):  # list[TaskResult]
-    """A batch's results, which pickle as one array per variable stacked over the batch, not one per run.
-
-    What a worker sends back is pickled there and unpickled in the main process: as a dict of a
-    dozen small arrays per run, that cost a sub-millisecond run's own time again (about 50 us per
-    run). Stacked, they are a few arrays per batch, and they stay so in the main process
-    (:class:`_Stacked`), where the checkpoint and the assembly read them as they are
-    (:meth:`columns`); a variable missing from some runs, or shaped differently in some, is sent
-    run by run. The packing is not kept (it would double a serial run's results in memory).
-    """
-
-    def _packed(self) -> tuple[np.ndarray, list[tuple[str, ...]], list[int], dict[str, np.ndarray], list | None]:
-        """(keys, each run's variable names in its own order, which order each run has, stacked, loose or None)."""
-        orders: dict[tuple[str, ...], int] = {}
-        which = [orders.setdefault(tuple(result.values), len(orders)) for result in self]
-        stacked: dict[str, np.ndarray] = {}
-        for name in dict.fromkeys(name for names in orders for name in names):
-            if not all(name in names for names in orders):
-                continue  # absent from some runs: sent run by run
-            values = [result.values[name] for result in self]
-            # stacked if every run's value is an ndarray of one dtype, the stack's: each run then gets back an
-            # array equal to its own in type and bits (sets of types and dtypes: the loop runs in C)
-            if set(map(type, values)) != {np.ndarray} or len(dtypes := set(map(_DTYPE, values))) != 1:
-                continue
-            found = stack_arrays(values)
-            if found is not None and found.dtype in dtypes:
-                stacked[name] = found
-        loose = (
-            None  # every run's every value is stacked (the usual case): no dict per run
-            if all(name in stacked for names in orders for name in names)
-            else [{k: v for k, v in result.values.items() if k not in stacked} for result in self]
-        )
-        keys = np.array([result.key for result in self], dtype=np.int64).reshape(len(self), -1 if self else 0)
-        return keys, list(orders), which, stacked, loose
-
-    def columns(self) -> Columns | None:
-        """The batch column by column (see :func:`ldpsim.results.assemble.columns`), or None."""
-        keys, _, _, stacked, loose = self._packed()
-        return Columns(keys, stacked) if loose is None else None
-
-    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        return _Stacked, self._packed()
-
-
 class _Stacked(LazyResults[TaskResult]):
-    """A batch's results as :class:`_Batch` packed them: a run's result is made only when it is read.
+    """A batch's results held column by column: one array per variable stacked over the batch, a run's
+    result made only when it is read.
 
-    Each run's values are then views of its rows of the stacked arrays, with the same bits; its key
-    is a tuple of ints, as the task's.
+    A worker sends this back: pickled there and unpickled here, a dict of a dozen small arrays per
+    run cost a sub-millisecond run's own time again (about 50 us per run), and making the arrays
+    run by run a tenth of it. The checkpoint and the assembly read the columns as they are
+    (:meth:`columns`). A variable missing from some runs, or shaped or typed differently in some,
+    is kept run by run. A run's values are views of its rows of the stacked arrays, with the bits
+    its own arrays would have (:meth:`TaskRow.result`); its key is a tuple of ints, as the task's.
     """
 
     def __init__(
@@ -141,6 +98,41 @@ class _Stacked(LazyResults[TaskResult]):
         loose: list[dict[str, np.ndarray]] | None,
     ) -> None:
         self.keys, self.orders, self.which, self.stacked, self.loose = keys, orders, which, stacked, loose
+
+    @classmethod
+    def of(cls, rows: Sequence[TaskRow]) -> _Stacked:
+        """The rows' values, each variable converted once for the whole batch where the rows allow it."""
+        orders: dict[tuple[str, ...], int] = {}
+        which = [orders.setdefault(tuple(row.values), len(orders)) for row in rows]
+        shared = len({id(row.dtypes) for row in rows}) == 1  # one sweep point's rows (the usual case)
+        stacked: dict[str, np.ndarray] = {}
+        for name in dict.fromkeys(name for names in orders for name in names):
+            if not all(name in names for names in orders):
+                continue  # absent from some runs: kept run by run
+            dtype = rows[0].dtypes[name]
+            if not shared and any(row.dtypes[name] != dtype for row in rows):
+                continue
+            try:  # a ragged variable (another shape in some runs) raises
+                found = np.array([row.values[name] for row in rows], dtype=dtype)
+            except (ValueError, TypeError):
+                continue
+            if found.shape[1:] == np.shape(np.asarray(rows[0].values[name], dtype=dtype)):
+                stacked[name] = found
+        loose = (
+            None  # every run's every value is stacked (the usual case): no dict per run
+            if all(name in stacked for names in orders for name in names)
+            else [
+                {k: np.asarray(v, dtype=row.dtypes[k]) for k, v in row.values.items() if k not in stacked}
+                for row in rows
+            ]
+        )
+        keys = np.array([row.key for row in rows], dtype=np.int64).reshape(len(rows), -1 if rows else 0)
+        return cls(keys, list(orders), which, stacked, loose)
+
+    @classmethod
+    def of_results(cls, results: Iterable[TaskResult]) -> _Stacked:
+        """Finished results (a checkpoint's), held as a worker's batch is."""
+        return cls.of([TaskRow(r.key, dict(r.values), {k: v.dtype for k, v in r.values.items()}) for r in results])
 
     def __len__(self) -> int:
         return len(self.which)
@@ -168,8 +160,8 @@ class _BatchRunner:
     def __init__(self, builder: Builder | None) -> None:
         self.builder = builder
 
-    def __call__(self, batch: Sequence[Task]) -> list[TaskResult]:
-        return _Batch(run_task(task, self.builder) for task in batch)
+    def __call__(self, batch: Sequence[Task]) -> _Stacked:
+        return _Stacked.of([task_row(task, self.builder) for task in batch])
 
     def __reduce__(self) -> tuple[type, tuple[None]]:
         return (_BatchRunner, (None,))
@@ -276,7 +268,7 @@ def execute(
     todo = tasks(scenario)
     preflight(scenario)
     done = checkpoint.load() if checkpoint is not None else {}
-    results: Batches[TaskResult] = Batches([_Batch(done[t.key] for t in todo if t.key in done)])
+    results: Batches[TaskResult] = Batches([_Stacked.of_results(done[t.key] for t in todo if t.key in done)])
     started = time.perf_counter()
     if progress:
         progress(len(results), len(todo))

@@ -25,11 +25,12 @@ from __future__ import annotations
 import multiprocessing
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -79,6 +80,29 @@ class TaskResult:
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.values[name]
+
+
+class TaskRow(NamedTuple):
+    """A task's values before they are arrays: variable ``name``'s value is ``np.asarray(values[name],
+    dtypes[name])`` (:meth:`result`).
+
+    A batch of rows becomes one array per variable, each in one conversion over the batch
+    (``ldpsim.running.runner``), where converting every run's dozen small values was a tenth of a
+    sub-millisecond run; the values, bit for bit, are those of :func:`run_task`.
+    """
+
+    key: tuple[int, ...]
+    values: dict[str, Any]
+    #: each variable's declared dtype, by name (shared by the rows of one sweep point)
+    dtypes: Mapping[str, Any]
+
+    def result(self) -> TaskResult:
+        """The row as a :class:`TaskResult`."""
+        return TaskResult(self.key, _arrays(self.values, self.dtypes))
+
+
+def _arrays(values: Mapping[str, Any], dtypes: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    return {name: np.asarray(value, dtype=dtypes[name]) for name, value in values.items()}
 
 
 _worker_builder: dict[tuple[str, int], Builder] = {}
@@ -151,6 +175,11 @@ def run_task(task: Task, builder: Builder | None = None) -> TaskResult:
     worker process keeps the limit once set; in the main process it holds for
     the task, or for the whole run inside :func:`one_blas_thread`.
     """
+    return task_row(task, builder).result()
+
+
+def task_row(task: Task, builder: Builder | None = None) -> TaskRow:
+    """:func:`run_task`'s values before they are arrays (see :class:`TaskRow`), under the same BLAS limit."""
     if holds_one_blas_thread():
         return _run_task(task, builder)
     if multiprocessing.parent_process() is not None:  # a pool's worker: limit it once, for good
@@ -187,11 +216,13 @@ class _Recipe:
     """
 
     variables: tuple[Variable, ...]
-    #: (how, name, key, dtype, variable) for each variable an estimate fills, in declaration order (the values'
+    #: (how, name, key, variable) for each variable an estimate fills, in declaration order (the values'
     #: order): a variable's ``key`` is a property, read thousands of times per sweep otherwise
-    steps: tuple[tuple[int, str, str, Any, Variable], ...]
-    #: (name, key, dtype) of the variables read from the task itself (:class:`_Run`), in declaration order
-    task_variables: tuple[tuple[str, str, Any], ...]
+    steps: tuple[tuple[int, str, str, Variable], ...]
+    #: (name, key) of the variables read from the task itself (:class:`_Run`), in declaration order
+    task_variables: tuple[tuple[str, str], ...]
+    #: every variable's dtype, by name (the rows' :attr:`TaskRow.dtypes`)
+    dtypes: Mapping[str, Any]
     estimators: tuple[Estimator, ...]
     metrics: tuple[Metric, ...]
     #: whether some estimator or metric declares outputs of its own (else every estimate's extras are empty)
@@ -216,11 +247,12 @@ def _recipe(setup: Setup) -> _Recipe:
                 how = _FIELD
             else:  # a plugin's declared output
                 how = _OUTPUT
-            steps.append((how, var.name, var.key, var.dtype, var))
+            steps.append((how, var.name, var.key, var))
         found = _Recipe(
             variables,
             tuple(steps),
-            tuple((var.name, var.key, var.dtype) for var in variables if var.source == "task"),
+            tuple((var.name, var.key) for var in variables if var.source == "task"),
+            MappingProxyType({var.name: var.dtype for var in variables}),
             estimators,
             metrics,
             any(step[0] == _OUTPUT for step in steps),
@@ -230,13 +262,17 @@ def _recipe(setup: Setup) -> _Recipe:
     return found
 
 
-def _run_task(task: Task, builder: Builder | None) -> TaskResult:
+def _run_task(task: Task, builder: Builder | None) -> TaskRow:
     started = time.perf_counter()
     setup, truth, observations = simulate(task, builder)
     simulated = time.perf_counter() - started
     recipe = _recipe(setup)
+    values: dict[str, Any]
     if task.rounds:  # after every round, from the same users: the prefixes of their report sequences
-        per_round = [_estimated(setup, truth, observations.prefix(t), recipe) for t in range(1, task.rounds + 1)]
+        per_round = [
+            _arrays(_estimated(setup, truth, observations.prefix(t), recipe), recipe.dtypes)
+            for t in range(1, task.rounds + 1)
+        ]
         values = _by_round(recipe.variables, per_round, setup.domain.size)
     else:
         values = _estimated(setup, truth, observations, recipe)
@@ -248,11 +284,11 @@ def _run_task(task: Task, builder: Builder | None) -> TaskResult:
         simulated,
         None if recipe.privacy is None else recipe.privacy.copy(),
     )
-    for name, key, dtype in recipe.task_variables:
+    for name, key in recipe.task_variables:
         value = getattr(run, key)
         if value is not None:
-            values[name] = np.asarray(value, dtype=dtype)
-    return TaskResult(task.key, values)
+            values[name] = value
+    return TaskRow(task.key, values, recipe.dtypes)
 
 
 #: the core variables by name: ``declared`` lets a plugin output reuse one only with the same declaration,
@@ -260,11 +296,15 @@ def _run_task(task: Task, builder: Builder | None) -> TaskResult:
 _CORE_NAMES = frozenset(var.name for var in CORE)
 
 
-def _estimated(setup: Setup, truth: np.ndarray, observations: Observations, recipe: _Recipe) -> dict[str, np.ndarray]:
-    """The values of the estimates' and metrics' variables for one set of observations."""
+def _estimated(setup: Setup, truth: np.ndarray, observations: Observations, recipe: _Recipe) -> dict[str, Any]:
+    """The values of the estimates' and metrics' variables for one set of observations (as :class:`TaskRow`'s)."""
     metrics, domain = recipe.metrics, setup.domain
     estimates = [estimator.estimate(observations) for estimator in recipe.estimators]
-    scores = [[metric(est.distribution, truth, domain, est.extras) for est in estimates] for metric in metrics]
+    # tuples, not lists, in what a task returns: tuples of numbers leave the garbage collector's view, where a
+    # batch of lists held to the batch's end made its full collections longer and more frequent
+    scores = tuple(
+        tuple([metric(est.distribution, truth, domain, est.extras) for est in estimates]) for metric in metrics
+    )
     extras: list[dict[str, Any]] = [{} for _ in estimates]  # estimators' and metrics' declared outputs
     if recipe.outputs:  # without declared outputs every estimate's extras are empty
         for e, est in enumerate(estimates):
@@ -273,12 +313,12 @@ def _estimated(setup: Setup, truth: np.ndarray, observations: Observations, reci
                 if type(metric).outputs:
                     extras[e].update(metric.output_values(est.distribution, truth, domain))
     given = any(extras)  # else every optional output is absent, and the others are all fill values
-    values: dict[str, np.ndarray] = {}
-    for how, name, key, dtype, var in recipe.steps:
+    values: dict[str, Any] = {}
+    for how, name, key, var in recipe.steps:
         if how == _FIELD:
-            values[name] = np.asarray([getattr(est, key) for est in estimates], dtype=dtype)
-        elif how == _SCORES:
-            values[name] = np.asarray(scores, dtype=dtype).reshape(len(metrics), len(estimates))
+            values[name] = tuple([getattr(est, key) for est in estimates])
+        elif how == _SCORES:  # (metrics, estimators), also without metrics
+            values[name] = scores if metrics else np.empty((0, len(estimates)))
         elif given or not var.optional:  # the fill value where an estimate has none
             found = [x.get(name) for x in extras]
             if var.optional and all(v is None for v in found):
