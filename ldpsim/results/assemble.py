@@ -257,9 +257,14 @@ def _places(results: Sequence[TaskValues], cols: Columns | None = None) -> np.nd
     """The results' keys as index arrays, one row per key position (for :func:`_put_all`), or None if two
     results share a key or the keys differ in length (then each value is put in turn, the last one kept)."""
     if cols is not None:
-        if not len(cols.keys) or len(np.unique(cols.keys, axis=0)) != len(cols.keys):
+        index = cols.keys.astype(np.intp)
+        if not len(index):
             return None
-        return cols.keys.astype(np.intp).T
+        try:  # one integer per key (they are grid indices): sorting those is far cheaper than sorting rows
+            distinct = len(np.unique(np.ravel_multi_index(tuple(index.T), tuple(index.max(axis=0) + 1))))
+        except ValueError:  # a negative key, no key columns, or too many keys to number: compare the rows
+            distinct = len(np.unique(index, axis=0))
+        return index.T if distinct == len(index) else None
     keys = [res.key for res in results]
     if not keys or len(set(keys)) != len(keys) or len({len(key) for key in keys}) != 1:
         return None
