@@ -414,7 +414,8 @@ def test_run_scenario_checkpoints_resumes_and_cleans_up_like_the_cli(serial, tmp
 
 
 def test_a_checkpoint_made_by_another_ldpsim_version_is_refused(tmp_path, monkeypatch):
-    Checkpoint(tmp_path / "x.nc", load_scenario(SWEEP))
+    loaded = load_scenario(SWEEP)
+    Checkpoint(tmp_path / "x.nc", loaded).save(run_task(tasks(loaded)[0], loaded.builder))
     installed = provenance._version
     monkeypatch.setattr(provenance, "_version", lambda name: "9.9.9" if name == "ldpsim" else installed(name))
     with pytest.raises(
@@ -441,8 +442,9 @@ def edited_plugin(tmp_path, monkeypatch):
 
 def test_an_edit_to_a_plugin_s_source_changes_the_fingerprint(tmp_path, edited_plugin):
     doc = {**SWEEP, "metrics": ["half-l1"]}
-    Checkpoint(tmp_path / "x.nc", load_scenario(doc))
-    assert len(Checkpoint(tmp_path / "x.nc", load_scenario(doc), resume=True)) == 0  # the same code resumes
+    loaded = load_scenario(doc)
+    Checkpoint(tmp_path / "x.nc", loaded).save(run_task(tasks(loaded)[0], loaded.builder))
+    assert len(Checkpoint(tmp_path / "x.nc", load_scenario(doc), resume=True)) == 1  # the same code resumes
     edited_plugin()
     with pytest.raises(LdpsimError, match=r"was made by other code \(source files edited\); remove that folder"):
         Checkpoint(tmp_path / "x.nc", load_scenario(doc), resume=True)
@@ -588,8 +590,11 @@ def test_a_run_shorter_than_the_checkpoint_interval_writes_no_task_file(tmp_path
     monkeypatch.setattr(
         Checkpoint, "save", lambda self, results: (saves.append(len(results)), real_save(self, results))[1]
     )
-    whole = ldpsim.run_scenario(scenario, output=tmp_path / "a.nc")
+    seen = []  # whether the checkpoint's folder exists, as each batch finishes
+    progress = lambda done, total: seen.append(checkpoint_dir(tmp_path / "a.nc").exists())  # noqa: E731
+    whole = ldpsim.run_scenario(scenario, output=tmp_path / "a.nc", progress=progress)
     assert saves == []  # no file written
+    assert len(seen) > 2 and not any(seen)  # nor the folder, at any time
     assert not checkpoint_dir(tmp_path / "a.nc").exists()
 
     def broken(*args, **kwargs):

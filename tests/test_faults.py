@@ -94,7 +94,10 @@ def test_a_checkpoint_file_holding_another_tasks_key_is_not_trusted(tmp_path, mo
 
 def test_an_empty_checkpoint_left_by_a_killed_run_does_not_block_the_next_run(expected, tmp_path):
     out = tmp_path / "out.nc"
-    Checkpoint(out, load_scenario(SMALL))  # killed before any task finished
+    Checkpoint(out, load_scenario(SMALL))  # killed before any task finished: nothing written yet
+    assert not checkpoint_dir(out).exists()
+    checkpoint_dir(out).mkdir()  # what a run killed then by an earlier ldpsim left: a manifest, no task
+    (checkpoint_dir(out) / "fingerprint.json").write_text("{}")
     assert_same_numbers(expected, ldpsim.run_scenario(SMALL, output=out))
     assert out.exists() and not checkpoint_dir(out).exists()
 

@@ -147,10 +147,15 @@ class Checkpoint:
                     hint="remove that folder, or drop --resume and write to another output",
                 )
             remove_stale_in(self.path)  # of task files whose writing was killed
-        else:
-            self.path.mkdir()
-            record = {"fingerprint": self.fingerprint, "scenario": scenario.name, "code": code}
-            _write_atomic(manifest, json.dumps(record, indent=1).encode())
+        #: the folder and its manifest, made with the first task file (:meth:`save`): a run that writes its
+        #: results sooner (one shorter than CHECKPOINT_SECONDS) leaves no trace, and pays no fsync for it
+        self._manifest: bytes | None = (
+            None
+            if self.path.exists()
+            else json.dumps(
+                {"fingerprint": self.fingerprint, "scenario": scenario.name, "code": code}, indent=1
+            ).encode()
+        )
 
     def _file(self, key: tuple[int, ...]) -> Path:
         return self.path / _name(key)
@@ -192,6 +197,10 @@ class Checkpoint:
             arrays[_KEYS] = np.asarray([r.key for r in batch], dtype=np.int64)
         target = self._file(first.key)
         try:
+            if self._manifest is not None:  # the first write: the folder and what it holds first
+                self.path.mkdir(exist_ok=True)
+                _write_atomic(self.path / MANIFEST, self._manifest)
+                self._manifest = None
             with atomic_path(target, suffix=".npz", clean=False) as tmp:  # cleaned at open
                 np.savez(tmp, **arrays)
         except OSError as exc:  # a full disk: the run stops with one line, keeping the tasks saved so far
