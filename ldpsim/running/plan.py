@@ -40,9 +40,9 @@ from typing import Any
 import numpy as np
 from scipy.optimize import isotonic_regression
 from scipy.stats import norm
-from threadpoolctl import threadpool_limits
 
 from ..base.errors import LdpsimError, ParameterError
+from ..base.threads import one_blas_thread
 from ..estimation.estimator import Estimator, InversionEstimator
 from ..estimation.observations import Observations
 from ..estimation.uncertainty import check_level
@@ -612,7 +612,7 @@ class _Model:
         mech = self.mechanism(eps)
         values = np.empty(self.repetitions)
         z = float(norm.ppf(0.5 + self.level / 2))
-        with threadpool_limits(limits=1, user_api="blas"):
+        with one_blas_thread():  # as a run's tasks: scipy's BLAS too (see ldpsim.base.threads)
             for r in range(self.repetitions):
                 counts = self.dataset.sample_counts(users, stream(self.seed, r, 0))
                 group = cohort_group((mech,), counts, [stream(self.seed, r, 1)])
