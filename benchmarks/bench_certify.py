@@ -3,11 +3,11 @@
     pip install -e '.[bench]'
     python benchmarks/bench_certify.py            # k = 1000, n = 10^6, eps = 1, OUE and OLH
 
-`estimate()` fills in the log-likelihood, KKT violation and gap of estimators that give none
-(inversion, MMSE) from one pass over the whole-report likelihood; building that likelihood for
-10^6 distinct bit vectors costs far more than the inversion. `certify = "auto"` (the default)
-skips it above `CERTIFY_MAX_PAIRS` (distinct reports x values); `certify = "always"` is the old
-behaviour. multi-freq-ldpy's `UE_Aggregator_MI` inverts the same OUE reports (unpacked to its
+`estimate()` can fill in the log-likelihood, KKT violation and gap of an estimate whose estimator
+gives none from one pass over the whole-report likelihood; building that likelihood for 10^6
+distinct bit vectors costs far more than the inversion. `certify = "auto"` (the default) makes
+that pass only for estimators that maximize the likelihood, and not above `CERTIFY_MAX_PAIRS`
+(distinct reports x values), so `inv-p` skips it; `certify = "always"` makes it. multi-freq-ldpy's `UE_Aggregator_MI` inverts the same OUE reports (unpacked to its
 0/1 layout, not timed). Best of `--repeat`. A measurement, not a test.
 """
 

@@ -10,7 +10,16 @@ from hypothesis import strategies as st
 from scipy.optimize import minimize
 
 import ldpsim
-from ldpsim import EstimationError, Integers, Mechanism, Observations, ParameterError, Privacy, project_simplex
+from ldpsim import (
+    EstimationError,
+    Integers,
+    Likelihood,
+    Mechanism,
+    Observations,
+    ParameterError,
+    Privacy,
+    project_simplex,
+)
 
 
 def krr_observations(rng, n=5000, k=6, eps=1.0, p=None):
@@ -139,7 +148,7 @@ def test_inv_explains_why_it_cannot_run_without_a_matrix(name, rng):
 
 def test_every_estimate_carries_its_loglik(rng):
     _, obs = krr_observations(rng, n=2000)
-    results = {name: make("estimator", name).estimate(obs) for name in ("inv-n", "inv-p")}
+    results = {name: make("estimator", name, certify="always").estimate(obs) for name in ("inv-n", "inv-p")}
     results["ibu"] = make("estimator", "ibu", delta=1e-11, max_iter=100_000).estimate(obs)
     assert all(np.isfinite(r.loglik) for r in results.values())
     # Run to convergence, IBU maximizes the likelihood: no other estimate explains the reports better.
@@ -218,19 +227,24 @@ def test_per_plan_gibu_is_consistent_when_cohorts_differ():
 
 
 def test_certificates_of_inversion_follow_the_certify_policy(rng, monkeypatch):
-    """`certify`: auto certifies while the likelihood is small, never and always do what they say."""
+    """`certify`: auto certifies estimators that maximize the likelihood while it is small; inversion when asked."""
     from ldpsim.estimation import estimator as module
 
     _, obs = krr_observations(rng, n=2000)
-    auto = make("estimator", "inv-p").estimate(obs)
-    assert np.isfinite(auto.loglik) and np.isfinite(auto.kkt) and np.isfinite(auto.gap)
-    never = make("estimator", "inv-p", certify="never").estimate(obs)
-    assert np.isnan(never.loglik) and np.isnan(never.kkt) and np.isnan(never.gap)
-    np.testing.assert_array_equal(never.distribution, auto.distribution)
+    auto = make("estimator", "inv-p").estimate(obs)  # no MLE: certified only when asked
+    assert np.isnan(auto.loglik) and np.isnan(auto.kkt) and np.isnan(auto.gap)
+    forced = make("estimator", "inv-p", certify="always").estimate(obs)
+    assert np.isfinite(forced.loglik) and np.isfinite(forced.kkt) and np.isfinite(forced.gap)
+    np.testing.assert_array_equal(forced.distribution, auto.distribution)
+    assert forced.loglik == Likelihood.of(obs).loglik(forced.distribution)
+    # the closed-form MLE is certified by default: it is the MLE, so its gap is (numerically) zero
+    closed = make("estimator", "krr-mle").estimate(obs)
+    assert np.isfinite(closed.gap) and closed.kkt < 1e-9
+    assert np.isnan(make("estimator", "krr-mle", certify="never").estimate(obs).gap)
     # above the budget auto skips the likelihood pass, and always still makes it
     monkeypatch.setattr(module, "CERTIFY_MAX_PAIRS", obs.n_distinct * obs.domain.size - 1)
-    assert np.isnan(make("estimator", "inv-p").estimate(obs).gap)
-    forced = make("estimator", "inv-p", certify="always").estimate(obs)
-    assert (forced.loglik, forced.kkt, forced.gap) == (auto.loglik, auto.kkt, auto.gap)
+    assert np.isnan(make("estimator", "krr-mle").estimate(obs).gap)
+    again = make("estimator", "inv-p", certify="always").estimate(obs)
+    assert (again.loglik, again.kkt, again.gap) == (forced.loglik, forced.kkt, forced.gap)
     # an estimator with its own certificate keeps it whatever the policy
     assert np.isfinite(make("estimator", "mle", certify="never").estimate(obs).gap)

@@ -75,6 +75,8 @@ def describe(entry: Entry) -> Iterator[str]:
         declared = getattr(cls, attr, ())
         if isinstance(declared, tuple) and declared:  # result variables it adds, or estimate outputs it reads
             yield f"  {attr}: " + ", ".join(getattr(v, "name", str(v)) for v in declared)
+    if getattr(cls, "maximizes_likelihood", False):
+        yield "  maximizes the likelihood (its estimates are certified: loglik, kkt, gap)"
     if getattr(cls, "inverts_matrices", False):
         yield "  inverts the mechanisms' matrices (refused when they would not fit in memory)"
     if entry.kind == "mechanism":

@@ -31,6 +31,7 @@ class IBU(IntervalEstimator):
     """Generalized IBU (001 Algorithm 1): the MLE for any mix of mechanisms and repeated reports."""
 
     name = "ibu"
+    maximizes_likelihood = True  # a pooled per-plan estimate gets its certificate from estimate()
     stop = Param(
         "str",
         "delta",

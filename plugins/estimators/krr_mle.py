@@ -29,6 +29,7 @@ class KrrMLE(Estimator):
     """Exact MLE for one k-RR report per user, in closed form from the KKT conditions (water-filling)."""
 
     name = "krr-mle"
+    maximizes_likelihood = True  # its certificate (from estimate()) shows the closed form is the MLE
 
     def check_setup(self, domain, plans) -> None:  # noqa: ANN001
         _rr_parameters(set(plans))
