@@ -57,6 +57,19 @@ def test_the_certificate_bounds_the_loglik_still_to_gain(problem, seed):
     assert mle.loglik - loglik <= gap + 1e-9 * abs(loglik)
 
 
+@settings(deadline=None)
+@given(em_problems(max_count=500), st.sampled_from(["none", "squarem"]), st.sampled_from(["delta", "kkt"]))
+def test_the_returned_certificate_is_that_of_the_returned_estimate(problem, accelerate, stop):
+    # under the delta rule it is computed once, at the end: it must be the kept iterate's, not a neighbour's
+    a, counts, start = problem
+    lik = _likelihood(a, counts)
+    result = gibu(lik, start, stop=stop, delta=1e-3, tol=1e-9, max_iter=200, accelerate=accelerate)
+    kkt, gap = lik.certificate(lik.gradient(result.theta))
+    assert result.loglik == pytest.approx(lik.loglik(result.theta), rel=1e-12, abs=1e-9)
+    assert result.kkt == pytest.approx(kkt, rel=1e-9, abs=1e-12)
+    assert result.gap == pytest.approx(gap, rel=1e-9, abs=1e-9)
+
+
 def test_exact_mode_finds_the_closed_form_krr_mle(rng):
     obs, closed = krr_problem(rng)
     lik = Likelihood.of(obs)
