@@ -41,7 +41,14 @@ CORE: tuple[Variable, ...] = (
         fill=0,
         summary=True,
     ),
-    Variable("loglik", PER_ESTIMATE, "log-likelihood L(estimate) of the observations", units="nat"),
+    Variable(
+        "loglik",
+        PER_ESTIMATE,
+        "log-likelihood L(estimate) of the observations",
+        units="nat",
+        description="NaN for an estimator that neither maximizes the likelihood nor gives L itself (inversion, "
+        "MMSE) unless its certify is always",
+    ),
     Variable("seconds", PER_ESTIMATE, "estimation time", units="s", summary=True),
     Variable(
         "converged",
@@ -50,13 +57,19 @@ CORE: tuple[Variable, ...] = (
         dtype="bool",
         fill=False,
     ),
-    Variable("gap", PER_ESTIMATE, "bound on L(MLE) - L(estimate) from the KKT conditions", units="nat"),
+    Variable(
+        "gap",
+        PER_ESTIMATE,
+        "bound on L(MLE) - L(estimate) from the KKT conditions",
+        units="nat",
+        description="n log(1 + kkt); NaN for an estimate without a certificate (see loglik)",
+    ),
     Variable(
         "kkt",
         PER_ESTIMATE,
         "relative KKT violation of the estimate (0 at an MLE)",
         description="max over values of the gradient of L above its weighted mean, relative to n "
-        "(Likelihood.certificate); the gap is derived from it",
+        "(Likelihood.certificate); the gap is derived from it; NaN for an estimate without a certificate (see loglik)",
     ),
     Variable(
         "distinct_reports",
