@@ -57,6 +57,7 @@ def _krr():
         ("matrix", "privacy claimed: 0.693147-LDP"),  # rows keeping the value w.p. 1/2 on 3 values: log 2
         ("laplace", "its probabilities may be more private than declared"),
         ("ibu", "confidence: float > 0, < 1 = 0.95"),
+        ("krr-mle", "maximizes the likelihood (its estimates are certified: loglik, kkt, gap)"),
         ("coverage", "reads: lower, upper"),
         ("binomial", "domains: integers"),
         ("processes", "workers: int >= 1 = None"),
@@ -66,6 +67,10 @@ def test_list_documents_every_kind(name, expected):
     done = runner.invoke(app, ["list", name])
     assert done.exit_code == 0, done.output
     assert expected in done.output
+
+
+def test_only_estimators_that_maximize_the_likelihood_say_so():
+    assert "maximizes the likelihood (its estimates" not in runner.invoke(app, ["list", "inv-p"]).output
 
 
 def test_every_plugin_is_documented():
