@@ -806,7 +806,8 @@ def _nonnegative_qp(hess: np.ndarray, c: np.ndarray, start: np.ndarray, guess: n
     single[np.abs(single) < 1e-30] = 0.0  # scaled products stay out of float32's subnormals, which are slow
     rowsum = np.abs(q).sum(axis=1)
     scale = max(1.0, float(np.abs(c).max()))
-    if guess is not None and (guessed := _guessed_face(q, single, c, rowsum, guess)) is not None:
+    residual_tol = 1e3 * QP_TOL * scale
+    if guess is not None and (guessed := _guessed_face(q, single, c, rowsum, guess, residual_tol)) is not None:
         return guessed / d
     y = np.maximum(start * d, 0.0)
     y += 1e-3 * max(float(y.max()), 1e-12)
@@ -814,7 +815,7 @@ def _nonnegative_qp(hess: np.ndarray, c: np.ndarray, start: np.ndarray, guess: n
     for _ in range(QP_MAX_ITER):
         residual = q @ y + c - z
         mu = float(y @ z) / m
-        if mu < QP_TOL * scale * max(1.0, float(y.sum())) / m and float(np.abs(residual).max()) < 1e3 * QP_TOL * scale:
+        if mu < QP_TOL * scale * max(1.0, float(y.sum())) / m and float(np.abs(residual).max()) < residual_tol:
             break
         try:
             solve = _refined_cholesky(q, single, z / y, rowsum)
@@ -848,9 +849,8 @@ def _nonnegative_qp(hess: np.ndarray, c: np.ndarray, start: np.ndarray, guess: n
     out = np.zeros(m)
     out[free] = y[free]
     if free.size:
-        face_q = q[np.ix_(free, free)]
         try:
-            face = _refined_cholesky(face_q, single[np.ix_(free, free)], np.zeros(free.size), rowsum[free])(-c[free])
+            face = _face(q, single, c, rowsum, free)
         except LinAlgError:
             face = None
         if face is not None and np.all(face > 0):
@@ -858,12 +858,19 @@ def _nonnegative_qp(hess: np.ndarray, c: np.ndarray, start: np.ndarray, guess: n
     return out / d
 
 
+def _face(q: np.ndarray, single: np.ndarray, c: np.ndarray, rowsum: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """The minimizer of the scaled subproblem on the face where only the values ``index`` may be nonzero, without
+    their sign constraints: one factorization of ``q``'s block refined to double's accuracy (raises LinAlgError)."""
+    block = np.ix_(index, index)
+    return _refined_cholesky(q[block], single[block], np.zeros(index.size), rowsum[index])(-c[index])
+
+
 def _guessed_face(
-    q: np.ndarray, single: np.ndarray, c: np.ndarray, rowsum: np.ndarray, free: np.ndarray
+    q: np.ndarray, single: np.ndarray, c: np.ndarray, rowsum: np.ndarray, free: np.ndarray, residual_tol: float
 ) -> np.ndarray | None:
     """The scaled subproblem's solution (``q`` of unit diagonal, ``single`` its float32 copy, ``rowsum`` its rows'
     absolute sums) if a guess of its positive values ``free`` leads to it within :data:`QP_GUESSES` exchanges, else
-    None.
+    None; a gradient counts as negative below ``-residual_tol``, the interior point's residual tolerance.
 
     Each guess is one factorization, the minimizer over its face: it is the solution when its values are
     positive and no other value's gradient is negative (the KKT conditions); otherwise the values that are not
@@ -874,20 +881,17 @@ def _guessed_face(
     """
     from scipy.linalg import LinAlgError
 
-    floor = -1e3 * QP_TOL * max(1.0, float(np.abs(c).max()))  # the interior point's residual tolerance
     for _ in range(QP_GUESSES):
         index = np.flatnonzero(free)
         if not index.size:
             return None
         try:
-            face = _refined_cholesky(
-                q[np.ix_(index, index)], single[np.ix_(index, index)], np.zeros(index.size), rowsum[index]
-            )(-c[index])
+            face = _face(q, single, c, rowsum, index)
         except LinAlgError:
             return None
         y = np.zeros(c.size)
         y[index] = face
-        low, up = free & (y <= 0), ~free & (q @ y + c < floor)
+        low, up = free & (y <= 0), ~free & (q @ y + c < -residual_tol)
         if not low.any() and not up.any():
             return y
         free = (free & ~low) | up
