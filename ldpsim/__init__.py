@@ -43,7 +43,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
     from .estimation.uncertainty import Uncertainty, bootstrap_uncertainty, mle_uncertainty, unbiased_uncertainty
     from .model.bitvectors import WORD_BITS, BitVectorMechanism, bernoulli_words, set_bit_counts
     from .model.dataset import Dataset
-    from .model.domains import Categorical, Domain, Grid, Integers, OnDomain, make_domain, parse_domain
+    from .model.domains import Categorical, Domain, Grid, Integers, OnDomain, Product, make_domain, parse_domain
     from .model.mechanism import ROW_SUM_TOL, STRUCTURED_MIN_SIZE, Capabilities, Mechanism
     from .model.memoized import (
         MatrixChannel,
@@ -65,6 +65,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
     )
     from .model.params import Configurable, Param
     from .model.privacy import Privacy, geo_level, ldp_level, lip_level
+    from .model.tuples import ProductChannel, Term, TupleMechanism
     from .model.variables import DOMAIN, POINT, ROUND, TASK, Variable
     from .plugin.executor import Executor
     from .plugin.hookspecs import hookimpl
@@ -189,6 +190,10 @@ _LAZY: dict[str, str] = {
     "MemoryLimitError": "base.memory",
     "require_memory": "base.memory",
     "BandMechanism": "model.numeric",
+    "Product": "model.domains",
+    "ProductChannel": "model.tuples",
+    "Term": "model.tuples",
+    "TupleMechanism": "model.tuples",
 }
 
 __all__ = [
@@ -300,6 +305,10 @@ __all__ = [
     "MemoryLimitError",
     "require_memory",
     "BandMechanism",
+    "Product",
+    "ProductChannel",
+    "Term",
+    "TupleMechanism",
 ]
 
 

@@ -37,6 +37,12 @@ from ldpsim.testing import (
 
 LINE = Integers(low=0, high=7)
 GRID = Grid(rows=3, cols=4, cell=0.5)
+TUPLES = ldpsim.Product(
+    attributes=[
+        {"name": "a", "kind": "integers", "low": 0, "high": 2},
+        {"name": "b", "kind": "categorical", "values": ["x", "y"]},
+    ]
+)
 EXAMPLES = {
     "krr": (Categorical(values=list("abcde")), {"eps": 1.0}),
     "geometric": (LINE, {"eps": 0.4}),
@@ -72,6 +78,10 @@ EXAMPLES = {
     "piecewise": (LINE, {"eps": 1.0}),
     "hybrid": (LINE, {"eps": 1.0}),
     "square_wave": (LINE, {"eps": 1.0}),
+    "spl": (TUPLES, {"eps": 2.0}),
+    "smp": (TUPLES, {"eps": 1.0, "per_attribute": [{"mechanism": "oue"}, {"mechanism": "krr"}]}),
+    "rsfd": (TUPLES, {"eps": 1.0, "local": "oue-z"}),
+    "rsrfd": (TUPLES, {"eps": 1.0, "prior": [0.1, 0.2, 0.1, 0.2, 0.3, 0.1]}),
 }
 
 
@@ -147,9 +157,18 @@ CAPABILITIES = {
     "piecewise": {"structured_likelihood", "likely_subset", "output_count"},
     "hybrid": {"output_count"},
     "square_wave": {"structured_likelihood", "likely_subset", "output_count"},
+    # tuple protocols: the structured likelihood is the product channel; marginal estimates are their own hooks
+    "spl": {"structured_likelihood"},
+    "smp": {"structured_likelihood"},
+    "rsfd": {"structured_likelihood"},
+    "rsrfd": {"structured_likelihood"},
 }
 #: mechanisms whose structured likelihood is used on every domain (bit vectors, hashed reports)
 ALWAYS_STRUCTURED = {
+    "spl",
+    "smp",
+    "rsfd",
+    "rsrfd",
     "rappor",
     "oue",
     "olh",
@@ -242,7 +261,10 @@ def _domain_of_size(name, size):
 #: memoized mechanisms take other parameters (eps_inf, eps_1) and use their structured likelihood on
 #: every domain: tests/test_longitudinal.py, test_rappor_deployed.py and test_dbitflip.py check them
 MEMOIZED = {"memoized", "l-grr", "l-sue", "l-oue", "l-osue", "l-soue", "loloha", "rappor-deployed", "dbitflip"}
-STRUCTURED = sorted(n for n, caps in CAPABILITIES.items() if "structured_likelihood" in caps and n not in MEMOIZED)
+TUPLE_PROTOCOLS = {"spl", "smp", "rsfd", "rsrfd"}  # on product domains: tested in test_tuples.py
+STRUCTURED = sorted(
+    n for n, caps in CAPABILITIES.items() if "structured_likelihood" in caps and n not in MEMOIZED | TUPLE_PROTOCOLS
+)
 
 
 @pytest.mark.parametrize("name", STRUCTURED)

@@ -39,8 +39,8 @@ class Domain(Configurable):
     """An ordered finite set of values with a distance."""
 
     kind: ClassVar[str] = "domain"
-    #: names of the result dimensions that index this domain
-    dims: ClassVar[tuple[str, ...]] = ("value",)
+    #: names of the result dimensions that index this domain (a product domain sets its own, per instance)
+    dims: tuple[str, ...] = ("value",)
     _DERIVED: ClassVar[tuple[str, ...]] = (*Configurable._DERIVED, "_size_cache")
 
     @property
@@ -248,6 +248,160 @@ class Categorical(Domain):
         return np.array([lookup[u] for u in uniq], dtype=np.int64)[inverse]
 
 
+#: result dimensions the results already use: an attribute may not be named after one
+RESERVED_DIMS = frozenset({"value", "row", "col", "rep", "estimator", "metric", "round", "cohort", "attribute"})
+
+
+class Product(Domain):
+    """Tuples of d attributes, each a domain of its own (integers, categorical or grid); a value is one
+    cell of the product, indexed row-major (the last attribute varies fastest).
+
+    Results index it by one dimension per attribute (two for a grid attribute, ``NAME_row`` and
+    ``NAME_col``), labelled with the attribute's values; the distance between tuples is the sum of
+    the attributes' distances (L1 over attributes).
+    """
+
+    name = "product"
+    attributes = Param(
+        "tables",
+        doc='the attributes, in order: tables with a name and a domain, e.g. { name = "sex", kind = "categorical", values = ["F", "M"] }',
+    )
+
+    def _validate(self) -> None:
+        parts: list[Domain] = []
+        names: list[str] = []
+        for i, spec in enumerate(self.attributes):
+            spec = dict(spec)
+            label = spec.pop("name", None)
+            field = f"attributes.{i}"
+            if not isinstance(label, str) or not label.isidentifier():
+                raise ParameterError(
+                    f"attribute {i} has {'no name' if label is None else f'the name {label!r}'}",
+                    field=f"{field}.name",
+                    hint='give each attribute a name made of letters, digits and _, e.g. name = "age"',
+                )
+            if label in names:
+                raise ParameterError(
+                    f"attribute name '{label}' is used twice",
+                    field=f"{field}.name",
+                    hint="give every attribute its own name",
+                )
+            if label in RESERVED_DIMS:
+                raise ParameterError(
+                    f"attribute name '{label}' is a dimension the results already use",
+                    field=f"{field}.name",
+                    hint=f"rename it, e.g. '{label}_'",
+                )
+            if spec.get("kind") == "product":
+                raise ParameterError(
+                    "an attribute cannot itself be a product", field=f"{field}.kind", hint="list its attributes here"
+                )
+            try:
+                parts.append(make_domain(spec))
+            except ScenarioError as exc:
+                where = exc.field.replace("domain", field, 1) if exc.field else field
+                raise ParameterError(exc.problem, field=where, hint=exc.hint) from None
+            names.append(label)
+        if len(parts) < 2:
+            raise ParameterError(
+                f"a product domain needs at least two attributes, got {len(parts)}",
+                field="attributes",
+                hint="add attributes, or use the attribute's own domain",
+            )
+        size = math.prod(p.size for p in parts)
+        _require_size(
+            size,
+            "attributes",
+            f"the joint table of {' x '.join(str(p.size) for p in parts)} cells is too large: coarsen or drop "
+            "attributes, or estimate marginals only (one scenario per attribute, on its own domain)",
+        )
+        self.__dict__["parts"] = tuple(parts)
+        self.__dict__["names"] = tuple(names)
+        self.__dict__["dims"] = tuple(d for n, p in zip(names, parts) for d in _attribute_dims(n, p))
+
+    #: the attributes' domains and names, set by validation (derived from ``attributes``)
+    parts: tuple[Domain, ...]
+    names: tuple[str, ...]
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """Values per attribute, in order."""
+        return tuple(p.size for p in self.parts)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(n for p in self.parts for n in p.shape)
+
+    def coords(self) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        for name, part in zip(self.names, self.parts):
+            for dim, values in zip(_attribute_dims(name, part), part.coords().values()):
+                out[dim] = values
+        return out
+
+    def labels(self) -> list[str]:
+        per = [p.labels() for p in self.parts]
+        cells = np.unravel_index(np.arange(self.size), self.sizes)
+        return ["(" + ", ".join(per[j][int(c[i])] for j, c in enumerate(cells)) + ")" for i in range(self.size)]
+
+    @cached_property
+    def distances(self) -> np.ndarray:
+        from ..base.memory import require_memory
+
+        require_memory(
+            16.0 * self.size**2,
+            f"the {self.size} x {self.size} distances of a product domain",
+            hint="use a metric without distances (tv, marginal-tv) on large product domains",
+        )
+        cells = np.unravel_index(np.arange(self.size), self.sizes)
+        out = np.zeros((self.size, self.size))
+        for part, c in zip(self.parts, cells):
+            out += part.distances[np.ix_(c, c)]
+        return out
+
+    def index(self, raw: Sequence[Any], *, source: str = "data") -> np.ndarray:
+        """Flat indices of tuples given as one column per attribute (each as its attribute's ``index`` reads it)."""
+        columns = list(raw)
+        if len(columns) != len(self.parts):
+            raise DataError(
+                f"{source} gives {len(columns)} columns for {len(self.parts)} attributes",
+                hint=f"give one column per attribute: {', '.join(self.names)}",
+            )
+        parts = [
+            p.index(col, source=f"{source} (attribute '{n}')") for n, p, col in zip(self.names, self.parts, columns)
+        ]
+        return self.join(parts)
+
+    def split(self, values: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Each attribute's indices of flat values (one array per attribute)."""
+        return tuple(np.unravel_index(np.asarray(values, dtype=np.int64), self.sizes))
+
+    def join(self, parts: Sequence[np.ndarray]) -> np.ndarray:
+        """Flat values from each attribute's indices."""
+        return np.ravel_multi_index(tuple(np.asarray(p, dtype=np.int64) for p in parts), self.sizes).astype(np.int64)
+
+    def marginal(self, theta: np.ndarray, attributes: int | Sequence[int]) -> np.ndarray:
+        """The marginal of a joint vector over some attributes (in the order given), flattened.
+
+        ``theta`` may carry leading axes (several estimates at once); the marginal is taken over the last.
+        """
+        keep = (attributes,) if isinstance(attributes, int) else tuple(attributes)
+        if not keep or any(not 0 <= j < len(self.parts) for j in keep) or len(set(keep)) != len(keep):
+            raise ValueError(f"attributes must be distinct indices in 0..{len(self.parts) - 1}, got {keep}")
+        theta = np.asarray(theta, dtype=float)
+        lead = theta.shape[:-1]
+        cube = theta.reshape(lead + self.sizes)
+        drop = tuple(len(lead) + j for j in range(len(self.parts)) if j not in keep)
+        kept = np.sum(cube, axis=drop) if drop else cube
+        order = sorted(keep)
+        kept = np.moveaxis(kept, [len(lead) + order.index(j) for j in keep], range(len(lead), len(lead) + len(keep)))
+        return kept.reshape(lead + (-1,))
+
+
+def _attribute_dims(name: str, part: Domain) -> tuple[str, ...]:
+    return (name,) if len(part.dims) == 1 else tuple(f"{name}_{d}" for d in part.dims)
+
+
 class OnDomain(Configurable):
     """A plugin built for one domain: mechanisms and datasets."""
 
@@ -265,7 +419,7 @@ class OnDomain(Configurable):
         return (*super()._key(), self.domain._key())
 
 
-DOMAIN_KINDS: dict[str, type[Domain]] = {cls.name: cls for cls in (Integers, Grid, Categorical)}
+DOMAIN_KINDS: dict[str, type[Domain]] = {cls.name: cls for cls in (Integers, Grid, Categorical, Product)}
 
 
 def parse_domain(text: str) -> Domain:

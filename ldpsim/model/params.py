@@ -38,7 +38,7 @@ from ..base.errors import ParameterError, a_or_an, did_you_mean
 
 REQUIRED: Any = type("Required", (), {"__repr__": lambda self: "REQUIRED"})()
 
-KINDS = ("float", "int", "bool", "str", "strings", "path", "vector", "matrix", "distribution")
+KINDS = ("float", "int", "bool", "str", "strings", "path", "vector", "matrix", "distribution", "tables")
 
 T = TypeVar("T")
 
@@ -123,6 +123,13 @@ class Param(Generic[T]):
         self: Param[np.ndarray],
         kind: Literal["vector", "matrix", "distribution"],
         default: np.ndarray = ...,
+        **options: Unpack[_Options],
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Param[tuple[dict[str, Any], ...]],
+        kind: Literal["tables"],
+        default: tuple[dict[str, Any], ...] = ...,
         **options: Unpack[_Options],
     ) -> None: ...
     @overload
@@ -332,6 +339,17 @@ def _coerce_distribution(param: Param, value: Any) -> np.ndarray:
     return arr
 
 
+def _coerce_tables(param: Param, value: Any) -> tuple[dict[str, Any], ...]:
+    """A list of tables (TOML's array of tables: a product domain's attributes, a tuple protocol's
+    per-attribute mechanisms), each copied into a plain dict with string keys."""
+    if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
+        raise _KindMismatch("a list of tables")
+    items = list(value)
+    if not all(isinstance(v, Mapping) and all(isinstance(k, str) for k in v) for v in items):
+        raise _KindMismatch("a list of tables")
+    return tuple(dict(v) for v in items)
+
+
 _COERCE = {
     "float": _coerce_float,
     "int": _coerce_int,
@@ -342,6 +360,7 @@ _COERCE = {
     "vector": _coerce_vector,
     "matrix": _coerce_matrix,
     "distribution": _coerce_distribution,
+    "tables": _coerce_tables,
 }
 
 
@@ -356,6 +375,7 @@ def _example(kind: str) -> str:
         "vector": "a list of numbers, e.g. [0.5, 0.5]",
         "matrix": "a list of rows, e.g. [[0.9, 0.1], [0.1, 0.9]]",
         "distribution": "a list of non-negative numbers summing to 1",
+        "tables": 'a list of tables, e.g. [{ name = "age", kind = "integers", low = 17, high = 90 }]',
     }[kind]
 
 
@@ -372,6 +392,8 @@ def _freeze(value: Any) -> Any:
         return (value.shape, value.tobytes())
     if isinstance(value, (list, tuple)):
         return tuple(_freeze(v) for v in value)
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
     return value
 
 
