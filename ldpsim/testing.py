@@ -10,7 +10,8 @@
 Each check raises ``AssertionError`` naming what is wrong. ``check_mechanism``
 runs them all, including a check of every optional capability the mechanism
 declares (``check_capabilities``). ``check_estimator``, ``check_dataset`` and
-``check_metric`` do the same for the other kinds of plugin.
+``check_metric`` do the same for the other kinds of plugin; ``check_tuple_mechanism``
+adds a tuple protocol's own checks (its per-attribute estimates' bias and variance).
 """
 
 from .theory.checks import (
@@ -34,6 +35,7 @@ from .theory.checks import (
     check_unbiased_estimate,
 )
 from .theory.contracts import check_configurable, check_dataset, check_estimator, check_metric
+from .theory.tuple_checks import check_marginal_estimates, check_tuple_mechanism
 
 __all__ = [
     "check_configurable",
@@ -58,4 +60,6 @@ __all__ = [
     "check_sampler",
     "check_structured_likelihood",
     "check_unbiased_estimate",
+    "check_tuple_mechanism",
+    "check_marginal_estimates",
 ]
