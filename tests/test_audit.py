@@ -19,6 +19,12 @@ from ldpsim.theory.audit import AuditPath, audit_paths, reachable_bound, sampler
 runner = CliRunner()
 FOUR = Integers(low=0, high=3)
 #: one small case per built-in mechanism; the test below fails when a new built-in has none
+PAIRS = ldpsim.Product(
+    attributes=[
+        {"name": "a", "kind": "integers", "low": 0, "high": 1},
+        {"name": "b", "kind": "integers", "low": 0, "high": 1},
+    ]
+)
 BUILT_IN = [
     ("krr", FOUR, {"eps": 1.0}),
     ("geometric", FOUR, {"eps": 0.5}),
@@ -36,6 +42,10 @@ BUILT_IN = [
     ("piecewise", FOUR, {"eps": 1.0}),
     ("hybrid", FOUR, {"eps": 1.0}),
     ("square_wave", FOUR, {"eps": 1.0}),
+    ("spl", PAIRS, {"eps": 1.0}),
+    ("smp", PAIRS, {"eps": 1.0}),
+    ("rsfd", PAIRS, {"eps": 1.0}),
+    ("rsrfd", PAIRS, {"eps": 1.0, "prior": [0.25, 0.25, 0.25, 0.25]}),
     ("blh", FOUR, {"eps": 1.0}),
     ("flh", FOUR, {"eps": 1.0, "hashes": 20}),
     ("hcms", FOUR, {"eps": 1.0, "hashes": 8, "buckets": 8}),
