@@ -228,7 +228,7 @@ class RSFD(TupleMechanism):
     """RS+FD (Arcolezi et al. 2021): one sampled attribute through GRR or OUE with eps', fake data for the others
 
     ``eps`` is the paper's parameter. The whole tuple is eps'-LDP, eps' = ln(d (e^eps - 1) + 1): the paper's
-    eps holds only between tuples that differ in one attribute (see :attr:`privacy`).
+    eps holds only between tuples that differ in one attribute, of attributes of equal sizes (see :attr:`privacy`).
     """
 
     name = "rsfd"
@@ -260,7 +260,8 @@ class RSFD(TupleMechanism):
     def privacy(self) -> Privacy:
         # The paper claims eps-LDP by amplification by sampling. Derived from the channel (the ratio of
         # (1/d) sum_j r_j(z_j | x_j) between two tuples, r_j = P_j / fake law): tuples that differ in ONE
-        # attribute are at most e^eps apart (uniform fake data), but tuples that differ in every attribute
+        # attribute are e^eps apart at most when the attributes have equal sizes (more otherwise: a small
+        # attribute's r_i is small), but tuples that differ in every attribute
         # reach p/q = e^eps' (every r_j at its largest against its smallest). eps-LDP quantifies over all
         # pairs, so the tuple's level is eps'; `ldpsim check mechanism` prints both.
         return Privacy("ldp", self.amplified_eps)
