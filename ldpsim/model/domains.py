@@ -422,35 +422,54 @@ class OnDomain(Configurable):
 DOMAIN_KINDS: dict[str, type[Domain]] = {cls.name: cls for cls in (Integers, Grid, Categorical, Product)}
 
 
+#: how parse_domain's specs are written, for help texts and error hints
+DOMAIN_SYNTAX = (
+    "integers:0..99[:step], grid:24x16[:cell], categorical:a,b,c or product:age=integers:0..4;sex=categorical:F,M"
+)
+
+
+def _domain_spec(text: str) -> dict[str, Any]:
+    """The table of one non-product command-line spec (ValueError if it is not one)."""
+    kind, _, rest = text.partition(":")
+    parts = rest.split(":")
+    if kind == "integers" and 1 <= len(parts) <= 2 and ".." in parts[0]:
+        low, high = parts[0].split("..")
+        spec: dict[str, Any] = {"kind": kind, "low": int(low), "high": int(high)}
+        if len(parts) == 2:
+            spec["step"] = int(parts[1])
+    elif kind == "grid" and 1 <= len(parts) <= 2 and "x" in parts[0]:
+        rows, cols = parts[0].split("x")
+        spec = {"kind": kind, "rows": int(rows), "cols": int(cols)}
+        if len(parts) == 2:
+            spec["cell"] = float(parts[1])
+    elif kind == "categorical" and rest:
+        spec = {"kind": kind, "values": rest.split(",")}
+    else:
+        raise ValueError(text)
+    return spec
+
+
 def parse_domain(text: str) -> Domain:
     """A domain from a short command-line spec.
 
     ``integers:0..99`` (optionally ``:STEP``), ``grid:24x16`` (optionally ``:CELL``),
-    ``categorical:a,b,c``.
+    ``categorical:a,b,c``, and ``product:NAME=SPEC;NAME=SPEC...`` for tuples of attributes, each
+    one of the others, e.g. ``product:age=integers:0..4;sex=categorical:F,M``.
     """
     kind, _, rest = text.partition(":")
-    parts = rest.split(":")
     try:
-        if kind == "integers" and 1 <= len(parts) <= 2 and ".." in parts[0]:
-            low, high = parts[0].split("..")
-            spec: dict[str, Any] = {"kind": kind, "low": int(low), "high": int(high)}
-            if len(parts) == 2:
-                spec["step"] = int(parts[1])
-        elif kind == "grid" and 1 <= len(parts) <= 2 and "x" in parts[0]:
-            rows, cols = parts[0].split("x")
-            spec = {"kind": kind, "rows": int(rows), "cols": int(cols)}
-            if len(parts) == 2:
-                spec["cell"] = float(parts[1])
-        elif kind == "categorical" and rest:
-            spec = {"kind": kind, "values": rest.split(",")}
+        if kind == "product":
+            attributes = []
+            for item in rest.split(";"):
+                name, eq, part = item.partition("=")
+                if not eq or not name.strip():
+                    raise ValueError(item)
+                attributes.append({"name": name.strip(), **_domain_spec(part.strip())})
+            spec: dict[str, Any] = {"kind": kind, "attributes": attributes}
         else:
-            raise ValueError
+            spec = _domain_spec(text)
     except ValueError:
-        raise ScenarioError(
-            f"'{text}' is not a domain",
-            field="--domain",
-            hint="write integers:0..99[:step], grid:24x16[:cell] or categorical:a,b,c",
-        ) from None
+        raise ScenarioError(f"'{text}' is not a domain", field="--domain", hint=f"write {DOMAIN_SYNTAX}") from None
     try:
         return make_domain(spec)
     except ScenarioError as exc:

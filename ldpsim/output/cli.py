@@ -571,7 +571,13 @@ app.add_typer(check_app, name="check")
 # the mechanism, its domain and its parameters, as `check mechanism` and `audit` take them
 MechanismName = Annotated[str, typer.Argument(help="mechanism name (see `ldpsim list mechanisms`)")]
 DomainOption = Annotated[
-    str, typer.Option("--domain", "-d", help="integers:0..99[:step], grid:24x16[:cell] or categorical:a,b,c")
+    str,
+    typer.Option(
+        "--domain",
+        "-d",
+        help="integers:0..99[:step], grid:24x16[:cell], categorical:a,b,c, or a product of those for tuple"
+        " protocols: product:age=integers:0..4;sex=categorical:F,M",
+    ),
 ]
 ParamOption = Annotated[
     list[str], typer.Option("--param", "-p", metavar="KEY=VALUE", help="a mechanism parameter, e.g. eps=1")
@@ -588,7 +594,12 @@ def check_mechanism_cmd(
     ] = None,
     users: Annotated[int, typer.Option(min=0, help="users for the simulated INV error (0: skip)")] = 10_000,
 ) -> None:
-    """Privacy levels, identifiability and INV error bounds of a mechanism."""
+    """Privacy levels, identifiability and INV error bounds of a mechanism.
+
+    For a tuple protocol (spl, smp, rsfd, rsrfd on a product domain) also what its whole-tuple channel
+    identifies (the joint, which marginals) and its exact privacy levels: between any two tuples, and
+    between tuples that differ in one attribute.
+    """
     import numpy as np
 
     from ..base.errors import ParameterError

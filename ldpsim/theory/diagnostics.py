@@ -30,6 +30,8 @@ from ..estimation.observations import Observations
 from ..model.mechanism import Mechanism
 from ..model.memoized import MemoizedMechanism, PrivacyOverTime
 from ..model.privacy import Privacy, geo_level, ldp_level, lip_level
+from ..model.tuples import TupleMechanism
+from .tuples import TupleReport, tuple_report
 
 #: relative tolerance on singular values for numerical rank
 RANK_TOL = 1e-10
@@ -119,6 +121,8 @@ class MechanismReport:
     declared_levels: dict[str, float] = field(default_factory=dict)
     #: the declared variance of the unbiased estimate beside a simulation (frequency oracles declaring one)
     variance: VarianceCheck | None = None
+    #: a tuple protocol's whole-tuple channel: what it identifies, its exact levels (None for other mechanisms)
+    tuples: TupleReport | None = None
 
     @property
     def privacy_holds(self) -> bool | None:
@@ -185,6 +189,8 @@ class MechanismReport:
             )
         if self.variance is not None:
             out.append(self.variance.line())
+        if self.tuples is not None:
+            out.extend(self.tuples.lines())
         return out
 
     def _verdict(self) -> str:
@@ -210,7 +216,8 @@ def mechanism_report(
     repetitions: int = 200,
     seed: int = 0,
 ) -> MechanismReport:
-    """Privacy levels, identifiability and INV error bounds of a mechanism, as a report.
+    """Privacy levels, identifiability and INV error bounds of a mechanism, as a report; for a tuple protocol,
+    also what its whole-tuple channel identifies and its exact levels (``ldpsim.theory.tuples.tuple_report``).
 
     It never fails: a mechanism that claims more privacy than it gives has a report whose
     ``privacy_holds`` is False and whose privacy line says VIOLATED. A test of a plugin uses
@@ -269,6 +276,7 @@ def mechanism_report(
             if key in ("eps_1", "eps_inf") and isinstance(mech, MemoizedMechanism)
         },
         variance=variance_check(mech, users=users, seed=seed),
+        tuples=tuple_report(mech) if isinstance(mech, TupleMechanism) else None,
     )
 
 

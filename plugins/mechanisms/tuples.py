@@ -334,6 +334,7 @@ class RSFD(TupleMechanism):
         p_, q = self._support(j)
         part = self._built[j]
         if self.local == "grr":
+            part.require_outputs(reports[:, 0], part.domain.size)
             with np.errstate(divide="ignore"):
                 return np.log(self._fake_prior(j))[reports[:, 0]]
         if self.local == "oue-z":
