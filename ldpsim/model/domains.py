@@ -333,6 +333,7 @@ class Product(Domain):
         return tuple(n for p in self.parts for n in p.shape)
 
     def coords(self) -> dict[str, np.ndarray]:
+        """Each attribute's coordinates, under its dimension names (a grid attribute's two)."""
         out: dict[str, np.ndarray] = {}
         for name, part in zip(self.names, self.parts):
             for dim, values in zip(_attribute_dims(name, part), part.coords().values()):
@@ -340,12 +341,14 @@ class Product(Domain):
         return out
 
     def labels(self) -> list[str]:
+        """``(a, b, ...)`` per cell, from the attributes' labels."""
         per = [p.labels() for p in self.parts]
         cells = np.unravel_index(np.arange(self.size), self.sizes)
         return ["(" + ", ".join(per[j][int(c[i])] for j, c in enumerate(cells)) + ")" for i in range(self.size)]
 
     @cached_property
     def distances(self) -> np.ndarray:
+        """The sum of the attributes' distances (L1 over attributes), refused where it would not fit."""
         from ..base.memory import require_memory
 
         require_memory(

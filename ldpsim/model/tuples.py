@@ -85,7 +85,7 @@ class _Block:
 
 
 class ProductChannel:
-    """The (D, |X|) likelihood of tuple reports as a sum of Kronecker terms, applied without forming it.
+    """The ``(D, |X|)`` likelihood of tuple reports as a sum of Kronecker terms, applied without forming it.
 
     ``H[d, x] = sum_t weight_t[d] prod_{f in t} table_f[codes_f[d], x_f]`` over the cells x of a
     product domain of attribute ``sizes``. ``matvec``/``rmatvec`` are what GIBU needs; ``rows`` gives
