@@ -70,7 +70,7 @@ from ldpsim import Observations
 #: (label, ldpsim mechanism, its parameters, multi-freq-ldpy protocol)
 PROTOCOLS: tuple[tuple[str, str, dict[str, Any], str], ...] = (
     ("spl (krr)", "spl", {}, "SPL_GRR"),
-    ("spl (oue)", "spl", {"mechanism": "oue"}, "SPL_UE"),
+    ("spl (oue)", "spl", {"local": "oue"}, "SPL_UE"),
     ("smp (krr)", "smp", {}, "SMP_GRR"),
     ("rsfd grr", "rsfd", {"local": "grr"}, "RSpFD_GRR"),
     ("rsfd oue-z", "rsfd", {"local": "oue-z"}, "RSpFD_UE_zero"),

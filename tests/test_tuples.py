@@ -134,7 +134,7 @@ def test_sampler_follows_the_brute_force_channel(name):
     "name,params",
     [
         ("spl", {"eps": 2.0}),
-        ("spl", {"eps": 2.0, "mechanism": "oue"}),
+        ("spl", {"eps": 2.0, "local": "oue"}),
         ("smp", {"eps": 1.0, "per_attribute": [{"mechanism": "oue"}, {"mechanism": "krr"}]}),
         ("rsfd", {"eps": 1.0}),
         ("rsfd", {"eps": 1.0, "local": "oue-z"}),
@@ -176,7 +176,7 @@ def test_rsfd_declares_the_whole_tuples_level_not_the_papers():
 def test_modes_and_blocks_give_the_same_products(monkeypatch):
     """The report-by-report path (large distinct-report tensors) equals the mode-product path."""
     dom = product(4, 3, 5)
-    mech = make("mechanism", "spl", dom, eps=3.0, mechanism="oue")
+    mech = make("mechanism", "spl", dom, eps=3.0, local="oue")
     rng = np.random.default_rng(3)
     reports = mech.sample(rng.integers(dom.size, size=3000), rng)
     uniq = np.unique(reports, axis=0)
@@ -284,8 +284,8 @@ def test_bad_tuple_protocols_are_refused_in_one_line():
         ]
     )
     with pytest.raises(ParameterError, match="attribute 'sex'.*integers") as info:
-        make("mechanism", "spl", dom, eps=1.0, mechanism="geometric")
-    assert info.value.field == "mechanism.domain"
+        make("mechanism", "spl", dom, eps=1.0, local="geometric")
+    assert info.value.field == "local.domain"
     with pytest.raises(ParameterError, match="2 attributes"):
         make("mechanism", "spl", dom, eps=1.0, per_attribute=[{"mechanism": "krr"}])
     with pytest.raises(ParameterError, match="add up to 3"):
@@ -293,7 +293,7 @@ def test_bad_tuple_protocols_are_refused_in_one_line():
     with pytest.raises(ParameterError, match="product"):
         make("mechanism", "smp", ldpsim.Integers(low=0, high=3), eps=1.0)
     with pytest.raises(ParameterError, match="attribute 'sex'.*'smp' does not work on a categorical"):
-        make("mechanism", "spl", dom, eps=1.0, mechanism="smp")
+        make("mechanism", "spl", dom, eps=1.0, local="smp")
 
 
 def test_marginal_metrics():

@@ -62,11 +62,12 @@ class _Split(TupleMechanism):
     """Shared by SPL and SMP: a per-attribute mechanism built from ``mechanism`` or ``per_attribute``."""
 
     eps = Param("float", gt=0, doc="privacy level of the whole tuple (eps-LDP)")
-    mechanism = Param("str", "krr", doc="the per-attribute mechanism (any plugin with an eps), for every attribute")
+    # not `mechanism`: a scenario's report table already uses that key for the plugin's name
+    local = Param("str", "krr", doc="the per-attribute mechanism (any plugin with an eps), for every attribute")
     per_attribute = Param(
         "tables",
         (),
-        doc='one table per attribute overriding `mechanism` and its parameters, e.g. { mechanism = "oue" }',
+        doc='one table per attribute overriding `local` and its parameters, e.g. { mechanism = "oue" }',
     )
 
     def _part_eps(self) -> float:
@@ -83,9 +84,9 @@ class _Split(TupleMechanism):
         registry = get_registry()
         built = []
         for j in range(d):
-            spec: dict[str, Any] = {"mechanism": self.mechanism, "eps": self._part_eps()}
+            spec: dict[str, Any] = {"mechanism": self.local, "eps": self._part_eps()}
             spec.update(self.per_attribute[j] if self.per_attribute else {})
-            field = f"per_attribute.{j}" if self.per_attribute else "mechanism"
+            field = f"per_attribute.{j}" if self.per_attribute else "local"
             built.append(self.build_part(j, spec, field, registry))
         self._built = tuple(built)
         self._check_budget()
