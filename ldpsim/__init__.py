@@ -72,6 +72,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
     from .plugin.registry import PluginWarning, Registry, get_registry, register, registered
     from .results.combine import merge_results
     from .results.io import open_results
+    from .results.marginals import marginals
     from .results.scores import scores
     from .results.summary import ScoreWarning
     from .running.audit import audit_mechanism
@@ -194,6 +195,7 @@ _LAZY: dict[str, str] = {
     "ProductChannel": "model.tuples",
     "Term": "model.tuples",
     "TupleMechanism": "model.tuples",
+    "marginals": "results.marginals",
 }
 
 __all__ = [
@@ -309,6 +311,7 @@ __all__ = [
     "ProductChannel",
     "Term",
     "TupleMechanism",
+    "marginals",
 ]
 
 

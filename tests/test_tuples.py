@@ -310,3 +310,40 @@ def test_marginal_metrics():
     assert make("metric", "marginal-mse")(est, truth, dom) == pytest.approx(mse)
     with pytest.raises(ParameterError, match="k = 4"):
         make("metric", "kway-tv", k=4).check_domain(dom)
+
+
+def test_marginals_of_results_are_sums_of_the_joint(tmp_path):
+    scenario = {
+        "seed": 2,
+        "users": 3000,
+        "repetitions": 2,
+        "domain": {
+            "kind": "product",
+            "attributes": [
+                {"name": "sex", "kind": "categorical", "values": ["F", "M"]},
+                {"name": "cell", "kind": "grid", "rows": 2, "cols": 2},
+                {"name": "age", "kind": "integers", "low": 0, "high": 2},
+            ],
+        },
+        "dataset": {"name": "zipf"},
+        "cohorts": {"all": {"reports": [{"mechanism": "spl", "eps": 3.0}]}},
+        "estimators": ["mle", "marginals"],
+        "metrics": ["marginal-tv"],
+    }
+    ds = ldpsim.run_scenario(scenario)
+    dom = Product(attributes=scenario["domain"]["attributes"])
+    age = ldpsim.marginals(ds, "age")
+    assert age.dims == ("estimator", "rep", "age") and list(age["age"].values) == [0, 1, 2]
+    flat = ds["estimate"].sel(estimator="mle").isel(rep=0).values.ravel()
+    np.testing.assert_allclose(age.sel(estimator="mle").isel(rep=0), dom.marginal(flat, 2))
+    pair = ldpsim.marginals(ds, "age", "sex", variable="truth")
+    assert pair.dims == ("rep", "sex", "age")
+    np.testing.assert_allclose(
+        pair.isel(rep=0).values.ravel(), dom.marginal(ds["truth"].isel(rep=0).values.ravel(), (0, 2))
+    )
+    # the marginal-tv score is the mean TV of these marginals
+    truth = ds["truth"].isel(rep=0).values.ravel()
+    tv = np.mean([0.5 * np.abs(dom.marginal(flat, j) - dom.marginal(truth, j)).sum() for j in range(3)])
+    assert float(ds["marginal-tv"].sel(estimator="mle").isel(rep=0)) == pytest.approx(tv)
+    with pytest.raises(ldpsim.LdpsimError, match="no attribute 'weight'"):
+        ldpsim.marginals(ds, "weight")
