@@ -25,13 +25,14 @@ from typing import Any
 
 import numpy as np
 
+from ..base.errors import LdpsimError
 from ..estimation.engine import Likelihood
 from ..estimation.observations import Observations
 from ..model.mechanism import Mechanism
 from ..model.memoized import MemoizedMechanism, PrivacyOverTime
 from ..model.privacy import Privacy, geo_level, ldp_level, lip_level
 from ..model.tuples import TupleMechanism
-from .tuples import TupleReport, tuple_report
+from .tuples import TupleReport, joint_log_channel, tuple_report
 
 #: relative tolerance on singular values for numerical rank
 RANK_TOL = 1e-10
@@ -149,7 +150,8 @@ class MechanismReport:
         lower = "" if self.exact else " (at least: computed on sampled outputs)"
         out = [f"mechanism   {self.mechanism}", f"declares    {self.declared}: {self._verdict()}"]
         out.append(f"LDP         eps = {_num(self.ldp_eps)}{lower}: the smallest eps with P(z|x) <= e^eps P(z|x')")
-        out.append(f"d-privacy   eps = {_num(self.geo_eps)} per unit of distance{lower}")
+        if not math.isnan(self.geo_eps):
+            out.append(f"d-privacy   eps = {_num(self.geo_eps)} per unit of distance{lower}")
         if self.over_time is not None:
             levels = self.over_time
             out.append(
@@ -224,7 +226,12 @@ def mechanism_report(
     :func:`ldpsim.testing.check_mechanism`, which raises.
     """
     k = mech.domain.size
-    if mech.matrix is not None and mech.log_matrix is not None:
+    enumerated = _enumerated_tuples(mech)
+    if enumerated is not None:  # a tuple protocol's whole channel: exact, where sampling would give lower bounds
+        log_p = enumerated.T
+        columns = np.exp(log_p).T
+        exact = True
+    elif mech.matrix is not None and mech.log_matrix is not None:
         columns = mech.matrix
         log_p = mech.log_matrix.T  # closed-form logarithms where entries underflow, if the mechanism has them
         exact = True
@@ -243,7 +250,10 @@ def mechanism_report(
             raise ValueError(f"prior must have {k} entries")
         lip = lip_level(columns, prior) if exact else None
     claim = mech.privacy
-    ldp, geo = ldp_level(log_p), geo_level(log_p, mech.domain.distances)
+    ldp = ldp_level(log_p)
+    # every pair of values against every output: on a product of attributes that is O(|X|^2 |Z|), minutes at
+    # 10^3 cells, for a level no tuple protocol claims
+    geo = math.nan if isinstance(mech, TupleMechanism) and k > GEO_MAX_TUPLES else geo_level(log_p, mech.domain.distances)
     if underflow:  # the level the normal probabilities give; 0 and subnormal ones cannot be judged
         representable = np.where(log_p >= _LOG_TINY, log_p, np.nan)
         ldp, geo = _nan_level(representable, None), _nan_level(representable, mech.domain.distances)
@@ -260,7 +270,7 @@ def mechanism_report(
         ldp_eps=ldp,
         geo_eps=geo,
         lip_eps=lip,
-        outputs=mech.output_size,
+        outputs=log_p.shape[0] if enumerated is not None else mech.output_size,
         size=k,
         rank=rank,
         condition=condition,
@@ -278,6 +288,20 @@ def mechanism_report(
         variance=variance_check(mech, users=users, seed=seed),
         tuples=tuple_report(mech) if isinstance(mech, TupleMechanism) else None,
     )
+
+
+#: a tuple protocol's d-privacy level (sum of the attributes' distances) is computed up to this many cells
+GEO_MAX_TUPLES = 256
+
+
+def _enumerated_tuples(mech: Mechanism) -> np.ndarray | None:
+    """A tuple protocol's exact ``(|X|, |Z|)`` log-channel when its outputs can be enumerated, else None."""
+    if not isinstance(mech, TupleMechanism):
+        return None
+    try:
+        return joint_log_channel(mech)
+    except LdpsimError:  # too many outputs, or parts without finite outputs: sample them, as for any mechanism
+        return None
 
 
 def check_mechanism(mech: Mechanism, **options: Any) -> MechanismReport:
