@@ -9,57 +9,64 @@ import numpy as np
 from ldpsim import Domain, Metric, Param, ParameterError, Product, hookimpl
 
 
-def _product(domain: Domain) -> Product:
-    assert isinstance(domain, Product)
-    return domain
+class _OverMarginals(Metric):
+    """The mean over sets of attributes of a score of (estimated - true) marginal: subclasses say which sets
+    (:meth:`_subsets`) and which score (:meth:`_score`)."""
+
+    domain_kinds = ("product",)
+
+    def _subsets(self, d: int) -> list[tuple[int, ...]]:
+        return [(j,) for j in range(d)]
+
+    def _score(self, difference: np.ndarray) -> float:
+        raise NotImplementedError
+
+    def _compute(self, estimate: np.ndarray, truth: np.ndarray, domain: Domain) -> float:
+        assert isinstance(domain, Product)
+        both = np.stack([estimate, truth])
+        return float(
+            np.mean([self._score(np.subtract(*domain.marginal(both, s))) for s in self._subsets(len(domain.parts))])
+        )
 
 
-class MarginalTV(Metric):
+class MarginalTV(_OverMarginals):
     """Mean over the attributes of the total variation between estimated and true marginals"""
 
     name = "marginal-tv"
     long_name = "mean marginal total variation"
-    domain_kinds = ("product",)
 
-    def _compute(self, estimate: np.ndarray, truth: np.ndarray, domain: Domain) -> float:
-        dom = _product(domain)
-        both = np.stack([estimate, truth])
-        return float(np.mean([0.5 * np.abs(np.subtract(*dom.marginal(both, j))).sum() for j in range(len(dom.parts))]))
+    def _score(self, difference: np.ndarray) -> float:
+        return float(0.5 * np.abs(difference).sum())
 
 
-class MarginalMSE(Metric):
+class MarginalMSE(_OverMarginals):
     """Mean over the attributes of the mean squared error of the marginal frequencies (the peers' MSE_avg)"""
 
     name = "marginal-mse"
     long_name = "mean marginal squared error"
-    domain_kinds = ("product",)
 
-    def _compute(self, estimate: np.ndarray, truth: np.ndarray, domain: Domain) -> float:
-        dom = _product(domain)
-        both = np.stack([estimate, truth])
-        return float(np.mean([np.mean(np.subtract(*dom.marginal(both, j)) ** 2) for j in range(len(dom.parts))]))
+    def _score(self, difference: np.ndarray) -> float:
+        return float(np.mean(difference**2))
 
 
-class KWayTV(Metric):
+class KWayTV(MarginalTV):
     """Mean over every set of k attributes of the total variation between estimated and true k-way marginals"""
 
     name = "kway-tv"
     long_name = "mean k-way marginal total variation"
-    domain_kinds = ("product",)
     k = Param("int", 2, ge=1, doc="attributes per marginal (k = d: the joint's TV)")
 
     def _check_domain(self, domain: Domain) -> None:
-        d = len(_product(domain).parts)
-        if self.k > d:
+        assert isinstance(domain, Product)
+        if self.k > len(domain.parts):
             raise ParameterError(
-                f"k = {self.k} exceeds the domain's {d} attributes", field="k", hint=f"choose k between 1 and {d}"
+                f"k = {self.k} exceeds the domain's {len(domain.parts)} attributes",
+                field="k",
+                hint=f"choose k between 1 and {len(domain.parts)}",
             )
 
-    def _compute(self, estimate: np.ndarray, truth: np.ndarray, domain: Domain) -> float:
-        dom = _product(domain)
-        both = np.stack([estimate, truth])
-        subsets = list(combinations(range(len(dom.parts)), self.k))
-        return float(np.mean([0.5 * np.abs(np.subtract(*dom.marginal(both, s))).sum() for s in subsets]))
+    def _subsets(self, d: int) -> list[tuple[int, ...]]:
+        return list(combinations(range(d), self.k))
 
 
 @hookimpl
