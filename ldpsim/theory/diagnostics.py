@@ -253,7 +253,9 @@ def mechanism_report(
     ldp = ldp_level(log_p)
     # every pair of values against every output: on a product of attributes that is O(|X|^2 |Z|), minutes at
     # 10^3 cells, for a level no tuple protocol claims
-    geo = math.nan if isinstance(mech, TupleMechanism) and k > GEO_MAX_TUPLES else geo_level(log_p, mech.domain.distances)
+    geo = (
+        math.nan if isinstance(mech, TupleMechanism) and k > GEO_MAX_TUPLES else geo_level(log_p, mech.domain.distances)
+    )
     if underflow:  # the level the normal probabilities give; 0 and subnormal ones cannot be judged
         representable = np.where(log_p >= _LOG_TINY, log_p, np.nan)
         ldp, geo = _nan_level(representable, None), _nan_level(representable, mech.domain.distances)
