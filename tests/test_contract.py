@@ -43,6 +43,12 @@ TUPLES = ldpsim.Product(
         {"name": "b", "kind": "categorical", "values": ["x", "y"]},
     ]
 )
+NUMERIC_TUPLES = ldpsim.Product(
+    attributes=[
+        {"name": "a", "kind": "integers", "low": 0, "high": 2},
+        {"name": "b", "kind": "integers", "low": 10, "high": 30, "step": 10},
+    ]
+)
 EXAMPLES = {
     "krr": (Categorical(values=list("abcde")), {"eps": 1.0}),
     "geometric": (LINE, {"eps": 0.4}),
@@ -82,6 +88,9 @@ EXAMPLES = {
     "smp": (TUPLES, {"eps": 1.0, "per_attribute": [{"mechanism": "oue"}, {"mechanism": "krr"}]}),
     "rsfd": (TUPLES, {"eps": 1.0, "local": "oue-z"}),
     "rsrfd": (TUPLES, {"eps": 1.0, "prior": [0.1, 0.2, 0.1, 0.2, 0.3, 0.1]}),
+    "duchi-md": (NUMERIC_TUPLES, {"eps": 1.0}),
+    "pm-sampling": (NUMERIC_TUPLES, {"eps": 1.0}),
+    "hm-sampling": (NUMERIC_TUPLES, {"eps": 1.0}),
 }
 
 
@@ -162,10 +171,16 @@ CAPABILITIES = {
     "smp": {"structured_likelihood"},
     "rsfd": {"structured_likelihood"},
     "rsrfd": {"structured_likelihood"},
+    # vector mean mechanisms (numeric tuples): duchi-md is a matrix over the cells, PM/HM-sampling tuple protocols
+    "duchi-md": {"output_count"},
+    "pm-sampling": {"structured_likelihood"},
+    "hm-sampling": {"structured_likelihood"},
 }
 #: mechanisms whose structured likelihood is used on every domain (bit vectors, hashed reports)
 ALWAYS_STRUCTURED = {
     "spl",
+    "pm-sampling",
+    "hm-sampling",
     "smp",
     "rsfd",
     "rsrfd",
@@ -261,7 +276,8 @@ def _domain_of_size(name, size):
 #: memoized mechanisms take other parameters (eps_inf, eps_1) and use their structured likelihood on
 #: every domain: tests/test_longitudinal.py, test_rappor_deployed.py and test_dbitflip.py check them
 MEMOIZED = {"memoized", "l-grr", "l-sue", "l-oue", "l-osue", "l-soue", "loloha", "rappor-deployed", "dbitflip"}
-TUPLE_PROTOCOLS = {"spl", "smp", "rsfd", "rsrfd"}  # on product domains: tested in test_tuples.py
+# on product domains: tested in test_tuples.py (PM/HM-sampling: test_vector_mean.py)
+TUPLE_PROTOCOLS = {"spl", "smp", "rsfd", "rsrfd", "pm-sampling", "hm-sampling"}
 STRUCTURED = sorted(
     n for n, caps in CAPABILITIES.items() if "structured_likelihood" in caps and n not in MEMOIZED | TUPLE_PROTOCOLS
 )
