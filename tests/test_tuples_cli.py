@@ -98,3 +98,42 @@ def test_check_mechanism_refuses_a_bad_product_domain():
         app, ["check", "mechanism", "spl", "--domain", "product:a=integers:0..2;a=integers:0..1", "-p", "eps=1"]
     )
     assert result.exit_code == 2 and "used twice" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_figures_of_a_product_show_each_attributes_marginal(tmp_path):
+    """summary and bar draw a panel per attribute (the marginals); a heatmap is refused in one line."""
+    import ldpsim
+    from ldpsim.results.io import save_results
+
+    ds = ldpsim.run_scenario(
+        {
+            "seed": 1,
+            "users": 2000,
+            "repetitions": 2,
+            "domain": {
+                "kind": "product",
+                "attributes": [
+                    {"name": "sex", "kind": "categorical", "values": ["F", "M"]},
+                    {"name": "cell", "kind": "grid", "rows": 2, "cols": 2},
+                ],
+            },
+            "dataset": {"name": "zipf"},
+            "cohorts": {"all": {"reports": [{"mechanism": "spl", "eps": 2.0}]}},
+            "estimators": ["ibu", "marginals"],
+            "metrics": ["tv", "marginal-tv"],
+        }
+    )
+    path = tmp_path / "r.nc"
+    save_results(ds, path)
+    for kind in ("summary", "bar"):
+        out = tmp_path / f"{kind}.png"
+        result = runner.invoke(app, ["plot", str(path), "-o", str(out), "--kind", kind])
+        assert result.exit_code == 0 and out.stat().st_size > 10_000, result.output
+    from ldpsim.output.plotting import bar_figure
+
+    fig = bar_figure(ds)
+    axes = [ax for ax in fig.axes if ax.get_xlabel()]
+    assert [ax.get_xlabel() for ax in axes] == ["sex", "cell"]
+    assert [t.get_text() for t in axes[1].get_xticklabels()] == ["(0,0)", "(0,1)", "(1,0)", "(1,1)"]
+    result = runner.invoke(app, ["plot", str(path), "-o", str(tmp_path / "h.png"), "--kind", "heatmap"])
+    assert result.exit_code == 2 and "product" in result.stderr and not (tmp_path / "h.png").exists()

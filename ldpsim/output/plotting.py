@@ -30,6 +30,7 @@ import xarray as xr
 from ..base.atomic import atomic_path
 from ..base.errors import LdpsimError, did_you_mean
 from ..results.io import check_output, write_error
+from ..results.marginals import marginals, product_of
 from ..running.schema import PLOT_FIELDS as PLOT_OPTIONS
 from .plot_options import (
     Facets,
@@ -111,6 +112,32 @@ def _point_labels(ds: xr.Dataset, sweeps: list[str], points: list[tuple[int, ...
     return [", ".join(str(ds[d].values[i]) for d, i in zip(sweeps, p)) or "all" for p in points]
 
 
+def _product_attributes(ds: xr.Dataset) -> list[tuple[str, list[str]]] | None:
+    """Each attribute's name and value labels when the results are on a product domain, else None."""
+    kind = json.loads(ds.attrs.get("domain", "{}")).get("kind") if isinstance(ds.attrs.get("domain"), str) else None
+    if kind != "product":
+        return None
+    domain = product_of(ds)
+    return [(name, part.labels()) for name, part in zip(domain.names, domain.parts)]
+
+
+def _marginal_panels(
+    ds: xr.Dataset, axes: Sequence[Any], attributes: list[tuple[str, list[str]]], where: Mapping[str, int]
+) -> None:
+    """One panel per attribute: the true marginal as bars, each estimate's marginal as a line."""
+    for ax, (name, labels) in zip(axes, attributes):
+        x = np.arange(len(labels))
+        truth = marginals(ds, name, variable="truth").isel(where, missing_dims="ignore").values.ravel()
+        ax.bar(x, truth, color="lightgray", label="truth", width=0.8)
+        for e, est in enumerate(_names(ds, "estimator")):
+            values = marginals(ds, name).sel(estimator=est).isel(where, missing_dims="ignore").values.ravel()
+            ax.plot(x, values, color=_colour(e), marker="." if len(x) <= 40 else None, label=est)
+        ax.set_xticks(x, labels, rotation=90 if len(labels) > 6 or max(map(len, labels)) > 8 else 0, fontsize="small")
+        ax.set_xlabel(name)
+        ax.set_ylabel("probability")
+        ax.legend(fontsize="small")
+
+
 def summary_figure(ds: xr.Dataset, scores: Mapping[str, xr.DataArray] | None = None) -> Figure:
     """Error boxplots per sweep point (a panel per metric), then estimates vs truth (repetition 0).
 
@@ -125,8 +152,12 @@ def summary_figure(ds: xr.Dataset, scores: Mapping[str, xr.DataArray] | None = N
     sweeps = sweep_axes(ds)
     points = list(itertools.product(*(range(ds.sizes[d]) for d in sweeps)))
     metrics, estimators = list(scores), _names(ds, "estimator")
-    grid = "row" in ds["estimate"].dims
-    bottom = (1 + len(estimators)) if grid else min(len(points), MAX_ESTIMATE_PANELS)
+    attributes = _product_attributes(ds)
+    grid = attributes is None and "row" in ds["estimate"].dims
+    if attributes is not None:  # a product of attributes: each attribute's marginal at the first sweep point
+        bottom = len(attributes)
+    else:
+        bottom = (1 + len(estimators)) if grid else min(len(points), MAX_ESTIMATE_PANELS)
     boxes = len(points) * len(estimators)
     stacked = len(metrics) > 1 and boxes > 12
     width = max(4.2 * bottom, min(18.0, 2.5 + 0.16 * boxes) if stacked else 4.2 * max(len(metrics), 1))
@@ -152,7 +183,11 @@ def summary_figure(ds: xr.Dataset, scores: Mapping[str, xr.DataArray] | None = N
     upper.suptitle(_wrap(str(ds.attrs.get("title", "")), width), fontsize="large")
 
     panels = lower.subplots(1, bottom, squeeze=False)[0]
-    if grid:
+    if attributes is not None:
+        first = dict(zip(sweeps, points[0]))
+        _marginal_panels(ds, panels, attributes, {**first, "rep": 0})
+        lower.suptitle(_wrap(" | ".join(filter(None, ("marginals of repetition 0", point_text(ds, first)))), width))
+    elif grid:
         first = dict(zip(sweeps, points[0]))
         maps = [("truth", ds["truth"].isel({**first, "rep": 0}, missing_dims="ignore").values)]
         maps += [(est, ds["estimate"].sel(estimator=est).isel({**first, "rep": 0}).values) for est in estimators]
@@ -465,11 +500,11 @@ def heatmap_figure(
     outlying estimate does not flatten the others; cells beyond it take the end colours.
     """
     plt = _pyplot()
-    if "row" not in ds["estimate"].dims:
+    if _product_attributes(ds) is not None or "row" not in ds["estimate"].dims:
         raise LdpsimError(
             f"a heatmap needs a grid domain; this results file's domain is {domain_kind(ds)}",
             field="--kind",
-            hint="use --kind bar for 1-D domains",
+            hint="use --kind bar for 1-D domains and products of attributes (a panel per attribute's marginal)",
         )
     point, r = fixed_point(ds, at), choose_rep(ds, rep)
     where = {**point, "rep": r}
@@ -514,6 +549,14 @@ def bar_figure(ds: xr.Dataset, *, at: Mapping[str, str] | None = None, rep: int 
         )
     point, r = fixed_point(ds, at), choose_rep(ds, rep)
     where = {**point, "rep": r}
+    attributes = _product_attributes(ds)
+    if attributes is not None:  # a product of attributes: a panel per attribute's marginal
+        fig, axes = plt.subplots(
+            1, len(attributes), figsize=(min(18.0, 4.2 * len(attributes)), 4.2), layout="constrained"
+        )
+        _marginal_panels(ds, list(np.atleast_1d(axes)), attributes, where)
+        fig.suptitle(_wrap(_title(ds, point, f"marginals, repetition {r}"), min(18.0, 4.2 * len(attributes))))
+        return fig
     dim = str(ds["truth"].dims[-1])
     labels = ds[dim].values
     numeric = np.issubdtype(np.asarray(labels).dtype, np.number)
