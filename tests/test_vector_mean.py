@@ -289,3 +289,6 @@ def test_a_small_scenario_runs_with_finite_scores(tmp_path):
     scores = ds["vector-mean-mse"].values
     assert scores.shape == (1, 3, 2) and np.all(np.isfinite(scores)) and np.all(scores < 1.0)
     assert ds["vector_mean"].dims[-1] == "attribute" and ds.sizes["attribute"] == 3
+    assert list(ds["attribute"].values) == ["x0", "x1", "x2"]  # labelled by the product's attribute names
+    reread = ldpsim.open_results(tmp_path / "out.nc")
+    assert list(reread["attribute"].values) == ["x0", "x1", "x2"]

@@ -36,7 +36,7 @@ import numpy as np
 import xarray as xr
 
 from ..estimation.estimator import Estimator
-from ..model.domains import Domain, Grid
+from ..model.domains import Domain, Grid, Product
 from ..model.metric import Metric
 from ..model.variables import DOMAIN, POINT, ROUND, TASK, Variable
 from .labels import describe, metric_long_name, metric_units
@@ -230,6 +230,8 @@ def assemble(
         coords["seed"] = ("rep", np.full(layout.repetitions, seed, dtype=np.int64))
     if layout.rounds:
         coords["round"] = np.arange(1, layout.rounds + 1)
+    if isinstance(domain, Product) and any("attribute" in dims for dims, _, _ in data.values()):
+        coords["attribute"] = list(domain.names)  # a per-attribute output (a mean vector) on a product domain
     if any("cohort" in dims for dims, _, _ in data.values()):
         coords.update(cohort=list(layout.cohorts), privacy_level=list(PRIVACY_LEVELS))
     if isinstance(domain, Grid):
