@@ -74,7 +74,11 @@ def _numeric(plan) -> tuple[NumericMechanism, ...]:  # noqa: ANN001
 
 def _two_point(observations: Observations, mean: float) -> np.ndarray:
     """The distribution on the two domain values around ``mean`` (clipped to the domain) with that mean."""
-    values = np.asarray(observations.domain.coords()["value"], dtype=float)
+    return two_point(np.asarray(observations.domain.coords()["value"], dtype=float), mean)
+
+
+def two_point(values: np.ndarray, mean: float) -> np.ndarray:
+    """The distribution on the two of ``values`` (increasing) around ``mean`` (clipped to their range) with that mean."""
     m = min(max(mean, values[0]), values[-1])
     upper = int(np.clip(np.searchsorted(values, m), 1, values.size - 1))
     weight = (m - values[upper - 1]) / (values[upper] - values[upper - 1])

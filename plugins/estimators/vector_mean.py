@@ -22,6 +22,8 @@ import numpy as np
 
 from ldpsim import TASK, Estimate, EstimationError, Estimator, Observations, Product, Variable, hookimpl
 
+from .numeric_mean import two_point
+
 
 class VectorMean(Estimator):
     """The unbiased mean vector of numeric tuples (duchi-md, pm-sampling, hm-sampling); vector-mean-mse only."""
@@ -84,20 +86,10 @@ def _vector(plan):  # noqa: ANN001, ANN202
     return tuple(plan)
 
 
-def _two_point(values: np.ndarray, mean: float) -> np.ndarray:
-    """The distribution on the two values around ``mean`` (clipped to the range) with that mean."""
-    m = min(max(mean, values[0]), values[-1])
-    upper = int(np.clip(np.searchsorted(values, m), 1, values.size - 1))
-    weight = (m - values[upper - 1]) / (values[upper] - values[upper - 1])
-    theta = np.zeros(values.size)
-    theta[upper - 1], theta[upper] = 1 - weight, weight
-    return theta
-
-
 def _product_of_two_points(domain: Product, means: np.ndarray) -> np.ndarray:
     """The product over the attributes of their two-point distributions, over the cells (row-major)."""
     marginals = [
-        _two_point(np.asarray(part.coords()["value"], dtype=float), float(m)) for part, m in zip(domain.parts, means)
+        two_point(np.asarray(part.coords()["value"], dtype=float), float(m)) for part, m in zip(domain.parts, means)
     ]
     joint = reduce(np.multiply.outer, marginals).ravel()
     return joint if math.isclose(joint.sum(), 1.0) else joint / joint.sum()
