@@ -375,6 +375,15 @@ class Product(Domain):
         ]
         return self.join(parts)
 
+    def require_attribute_kinds(self, kinds: tuple[str, ...], *, field: str, hint: str) -> None:
+        """ParameterError naming the first attribute whose domain is not of one of ``kinds`` (a plugin that needs,
+        say, numeric attributes checks them here)."""
+        for name, part in zip(self.names, self.parts):
+            if part.name not in kinds:
+                raise ParameterError(
+                    f"attribute '{name}' is {part.name}, not {' or '.join(kinds)}", field=field, hint=hint
+                )
+
     def split(self, values: np.ndarray) -> tuple[np.ndarray, ...]:
         """Each attribute's indices of flat values (one array per attribute)."""
         return tuple(np.unravel_index(np.asarray(values, dtype=np.int64), self.sizes))

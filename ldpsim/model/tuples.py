@@ -252,6 +252,12 @@ class TupleMechanism(Mechanism):
                 )
         return parts
 
+    def side_by_side(self) -> list[slice]:
+        """Each part's report columns when the parts' reports are laid side by side, in attribute order
+        (SPL's and RS+FD's reports)."""
+        ends = np.cumsum([p.report_width for p in self.parts])
+        return [slice(int(end - p.report_width), int(end)) for p, end in zip(self.parts, ends)]
+
     @property
     def attribute_count(self) -> int:
         """d, the number of attributes."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -70,7 +70,14 @@ class _Split(TupleMechanism):
         doc='one table per attribute overriding `local` and its parameters, e.g. { mechanism = "oue" }',
     )
 
+    #: the problem and the fix when the attributes' levels compose above the tuple's eps
+    _over_budget: ClassVar[tuple[str, str]]
+
     def _part_eps(self) -> float:
+        raise NotImplementedError
+
+    def _tuple_level(self, levels: list[float]) -> float:
+        """The tuple's LDP level from its attributes' (the same rule for the budget check and the claim)."""
         raise NotImplementedError
 
     def _validate(self) -> None:
@@ -89,16 +96,17 @@ class _Split(TupleMechanism):
             field = f"per_attribute.{j}" if self.per_attribute else "local"
             built.append(self.build_part(j, spec, field, registry))
         self._built = tuple(built)
-        self._check_budget()
+        level = self._tuple_level([_ldp_eps(p, f"per_attribute.{j}") for j, p in enumerate(built)])
+        if level > self.eps * (1 + 1e-9):
+            problem, hint = self._over_budget
+            raise ParameterError(problem.format(level=level, eps=self.eps), field="per_attribute", hint=hint)
 
-    def _check_budget(self) -> None:
-        pass
+    @property
+    def privacy(self) -> Privacy:
+        return Privacy("ldp", self._tuple_level([float(p.privacy.eps) for p in self._built]))
 
     def _parts(self) -> Sequence[Mechanism]:
         return self._built
-
-    def _widths(self) -> list[int]:
-        return [p.report_width for p in self._built]
 
 
 class SPL(_Split):
@@ -106,36 +114,30 @@ class SPL(_Split):
 
     name = "spl"
 
+    _over_budget = (
+        "the attributes' eps add up to {level:g}, more than the tuple's eps = {eps:g}",
+        "lower the per-attribute eps so that they add up to eps at most",
+    )
+
     def _part_eps(self) -> float:
         return self.eps / len(self.domain.parts)
 
-    def _check_budget(self) -> None:
-        total = sum(_ldp_eps(p, f"per_attribute.{j}") for j, p in enumerate(self._built))
-        if total > self.eps * (1 + 1e-9):
-            raise ParameterError(
-                f"the attributes' eps add up to {total:g}, more than the tuple's eps = {self.eps:g}",
-                field="per_attribute",
-                hint="lower the per-attribute eps so that they add up to eps at most",
-            )
-        self.report_width = sum(self._widths())
+    def _tuple_level(self, levels: list[float]) -> float:
+        return sum(levels)  # sequential composition: every attribute is reported
 
-    @property
-    def privacy(self) -> Privacy:
-        # sequential composition over the attributes: the whole tuple is (sum eps_j)-LDP
-        return Privacy("ldp", sum(float(p.privacy.eps) for p in self._built))
+    def _validate(self) -> None:
+        super()._validate()
+        self.report_width = sum(p.report_width for p in self._built)
 
     def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         xs = self.domain.split(values)
         return np.concatenate([p.sample(x, rng) for p, x in zip(self._built, xs)], axis=1)
 
     def _terms(self, reports: np.ndarray) -> Sequence[Term]:
-        bounds = np.cumsum([0] + self._widths())
-        columns = {j: slice(int(bounds[j]), int(bounds[j + 1])) for j in range(len(self._built))}
-        return [Term(np.zeros(reports.shape[0]), columns)]
+        return [Term(np.zeros(reports.shape[0]), dict(enumerate(self.side_by_side())))]
 
     def _marginal_estimates(self, reports: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:
-        bounds = np.cumsum([0] + self._widths())
-        return [_part_estimate(p, reports[:, bounds[j] : bounds[j + 1]], counts) for j, p in enumerate(self._built)]
+        return [_part_estimate(p, reports[:, cols], counts) for p, cols in zip(self._built, self.side_by_side())]
 
     def _marginal_variances(self, theta: np.ndarray) -> list[np.ndarray] | None:
         out = []
@@ -152,23 +154,20 @@ class SMP(_Split):
 
     name = "smp"
 
+    _over_budget = (
+        "an attribute's eps ({level:g}) exceeds the tuple's eps = {eps:g}",
+        "give each attribute eps at most the tuple's",
+    )
+
     def _part_eps(self) -> float:
         return self.eps
 
-    def _check_budget(self) -> None:
-        top = max(_ldp_eps(p, f"per_attribute.{j}") for j, p in enumerate(self._built))
-        if top > self.eps * (1 + 1e-9):
-            raise ParameterError(
-                f"an attribute's eps ({top:g}) exceeds the tuple's eps = {self.eps:g}",
-                field="per_attribute",
-                hint="give each attribute eps at most the tuple's",
-            )
-        self.report_width = 1 + max(self._widths())
+    def _tuple_level(self, levels: list[float]) -> float:
+        return max(levels)  # the index does not depend on x; one attribute's report is sent
 
-    @property
-    def privacy(self) -> Privacy:
-        # the index does not depend on x; one attribute's report is eps_j-LDP
-        return Privacy("ldp", max(float(p.privacy.eps) for p in self._built))
+    def _validate(self) -> None:
+        super()._validate()
+        self.report_width = 1 + max(p.report_width for p in self._built)
 
     def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         xs = self.domain.split(values)
@@ -293,16 +292,12 @@ class RSFD(TupleMechanism):
             return np.full(prior.shape, q)
         return q + (p - q) * prior
 
-    def _columns(self) -> list[slice]:
-        bounds = np.cumsum([0] + [p.report_width for p in self._built])
-        return [slice(int(bounds[j]), int(bounds[j + 1])) for j in range(len(self._built))]
-
     def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         xs = self.domain.split(values)
         n = values.shape[0]
         chosen = rng.integers(len(self._built), size=n)
         out = np.empty((n, self.report_width), dtype=np.int64)
-        for j, (p, cols) in enumerate(zip(self._built, self._columns())):
+        for j, (p, cols) in enumerate(zip(self._built, self.side_by_side())):
             real = chosen == j
             fake_values = rng.choice(p.domain.size, size=n, p=self._fake_prior(j))
             source = np.where(real, xs[j], fake_values)
@@ -350,7 +345,7 @@ class RSFD(TupleMechanism):
 
     def _terms(self, reports: np.ndarray) -> Sequence[Term]:
         d = len(self._built)
-        columns = self._columns()
+        columns = self.side_by_side()
         fake = [self._fake_log_likelihood(j, reports[:, columns[j]]) for j in range(d)]
         total = np.sum(fake, axis=0)
         terms = []
@@ -363,7 +358,7 @@ class RSFD(TupleMechanism):
     def _marginal_estimates(self, reports: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:
         d = len(self._built)
         out = []
-        for j, (part, cols) in enumerate(zip(self._built, self._columns())):
+        for j, (part, cols) in enumerate(zip(self._built, self.side_by_side())):
             p, q = self._support(j)
             u = _part_estimate(part, reports[:, cols], counts)
             out.append(d * u + (d - 1) * (q - self._fake_support(j)) / (p - q))

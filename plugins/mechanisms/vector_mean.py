@@ -67,13 +67,9 @@ def _integer_parts(domain: Any) -> tuple[Integers, ...]:
         raise ParameterError(
             "needs a product domain of integer attributes", field="domain", hint='use [domain] kind = "product"'
         )
-    for name, part in zip(domain.names, domain.parts):
-        if not isinstance(part, Integers):
-            raise ParameterError(
-                f"attribute '{name}' is {part.name}, not integers",
-                field="domain",
-                hint="vector mean mechanisms need numeric (integers) attributes",
-            )
+    domain.require_attribute_kinds(
+        ("integers",), field="domain", hint="vector mean mechanisms need numeric (integers) attributes"
+    )
     return tuple(domain.parts)  # type: ignore[arg-type]
 
 

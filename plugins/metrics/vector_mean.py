@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ldpsim import Domain, Integers, Metric, ParameterError, Product, hookimpl
+from ldpsim import Domain, Metric, Product, hookimpl
 
 
 class VectorMeanMSE(Metric):
@@ -22,13 +22,9 @@ class VectorMeanMSE(Metric):
 
     def _check_domain(self, domain: Domain) -> None:
         assert isinstance(domain, Product)
-        for name, part in zip(domain.names, domain.parts):
-            if not isinstance(part, Integers):
-                raise ParameterError(
-                    f"attribute '{name}' is {part.name}, not integers",
-                    field="metrics",
-                    hint="vector-mean-mse scores means of numeric (integers) attributes",
-                )
+        domain.require_attribute_kinds(
+            ("integers",), field="metrics", hint="vector-mean-mse scores means of numeric (integers) attributes"
+        )
 
     def _compute_from(
         self, estimate: np.ndarray, truth: np.ndarray, domain: Domain, outputs: Mapping[str, np.ndarray]
