@@ -89,7 +89,7 @@ def test_the_fingerprint_follows_entry_points_versions_and_source_files(tmp_path
     (package / "__init__.py").write_text("")
     (package / "mech.py").write_text("X = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    dist = SimpleNamespace(name="acme-ldp", version="1.0")
+    dist = SimpleNamespace(name="acme-ldp", version="1.0", read_text=lambda name: None)  # no metadata file
     eps = [_EntryPoint(name="acme", value="acme_ldp.mech", dist=dist)]
     monkeypatch.setattr(cat, "entry_points", lambda group: list(eps))
     before = cat.fingerprint("g")
@@ -153,5 +153,6 @@ def test_the_fingerprint_reads_no_distribution_metadata_yet_follows_installs(tmp
     assert reinstalled != before
     upgraded = tmp_path / "acme_ldp-1.1.dist-info"
     info.rename(upgraded)
+    (upgraded / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-ldp\nVersion: 1.1\n")
     dist = im.PathDistribution(upgraded)
     assert cat.fingerprint("g") != reinstalled

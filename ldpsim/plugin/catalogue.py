@@ -5,9 +5,9 @@ layer: most of ``ldpsim list``'s time. The catalogue keeps the printed facts (na
 origin, domains, parameter lines) of every registered class in a JSON file under the user's cache
 folder, keyed by a fingerprint of everything the facts come from:
 
-* the entry points of the ``ldpsim`` group (name, target, and the distribution's metadata folder
-  with its metadata file's size and modification time, which name and version it: not parsed, as
-  that was most of the time), so that installing, removing or upgrading a plugin package changes it;
+* the entry points of the ``ldpsim`` group (name, target, and a digest of the distribution's
+  metadata file, which names and versions it: read, not parsed, as parsing was most of the time),
+  so that installing, removing or upgrading a plugin package changes it;
 * the size and modification time of every ``.py`` file of each entry point's top-level package
   and of ldpsim itself, so that editing an editable install (ours, or a plugin author's) changes
   it too;
@@ -80,19 +80,15 @@ def _distribution_key(dist: Any) -> str:
     """What identifies an installed distribution's version, without parsing its metadata.
 
     Parsing each distribution's METADATA (an e-mail message) took most of ``ldpsim list``'s time;
-    its metadata folder's path (``name-version.dist-info``) and the file's size and modification
-    time change whenever the distribution is installed, upgraded or reinstalled.
+    a digest of the file's text (``Distribution.read_text``) changes with its name, version and
+    anything a reinstall rewrites in it, at the cost of reading a small file.
     """
     if dist is None:
         return ""
-    folder = getattr(dist, "_path", None)  # a PathDistribution's metadata folder; others are parsed
-    if folder is not None:
-        for name in ("METADATA", "PKG-INFO"):
-            try:
-                st = os.stat(os.path.join(folder, name))
-            except OSError:
-                continue
-            return f"{folder}:{st.st_size}:{st.st_mtime_ns}"
+    for name in ("METADATA", "PKG-INFO"):  # a wheel's metadata; an egg-info's (setuptools' develop)
+        text = dist.read_text(name)
+        if text is not None:
+            return hashlib.sha256(text.encode()).hexdigest()
     return f"{dist.name}=={dist.version}"
 
 
@@ -185,9 +181,10 @@ def catalogue(group: str = ENTRY_POINT_GROUP) -> Listing:
         Plugin kind -> list of entries, each a dict with ``name``, ``summary``, ``origin``,
         ``domains`` and ``parameters`` (pairs of the parameter's description and its doc).
     """
-    loaded = sys.modules.get(f"{__package__}.registry")
-    if loaded is not None and getattr(loaded, "_default", None) is not None:
-        return from_registry(loaded.get_registry())
+    module = sys.modules.get(f"{__package__}.registry")  # imported already? then plugins are loaded or cheap
+    loaded = module.loaded_registry() if module is not None else None
+    if loaded is not None:
+        return from_registry(loaded)
     key = fingerprint(group)
     cached = load(key)
     if cached is not None:

@@ -78,11 +78,12 @@ class Registry:
     def from_entry_points(cls, group: str = ENTRY_POINT_GROUP) -> Registry:
         """Load every plugin advertised under the entry-point ``group``."""
         registry = cls()
-        # a distribution's metadata is parsed once, not twice per entry point: it was half of `ldpsim list`
-        origins: dict[Any, tuple[str | None, str | None]] = {}
+        # a distribution's metadata is parsed once, not twice per entry point: it was half of `ldpsim list`.
+        # importlib.metadata gives every entry point of a distribution the same Distribution object.
+        origins: dict[int, tuple[str | None, str | None]] = {}
         for ep in sorted(entry_points(group=group), key=lambda e: e.name):
             dist = getattr(ep, "dist", None)
-            key = getattr(dist, "_path", None) or id(dist)
+            key = id(dist)
             if key not in origins:
                 meta = dist.metadata if dist is not None else None
                 origins[key] = (meta["Name"], meta["Version"]) if meta is not None else (None, None)
@@ -213,6 +214,11 @@ def get_registry() -> Registry:
     global _default
     if _default is None:
         _default = Registry.from_entry_points()
+    return _default
+
+
+def loaded_registry() -> Registry | None:
+    """The process-wide registry if :func:`get_registry` has loaded it, else None (loads nothing)."""
     return _default
 
 
