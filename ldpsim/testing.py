@@ -12,6 +12,12 @@ runs them all, including a check of every optional capability the mechanism
 declares (``check_capabilities``). ``check_estimator``, ``check_dataset`` and
 ``check_metric`` do the same for the other kinds of plugin; ``check_tuple_mechanism``
 adds a tuple protocol's own checks (its per-attribute estimates' bias and variance).
+
+``parametrize_with_checks`` gives a pytest suite one test id per check instead::
+
+    @parametrize_with_checks([MyMechanism(domain, eps=1.0)])
+    def test_ldpsim_contract(plugin, check):
+        check(plugin)
 """
 
 from .theory.checks import (
@@ -35,6 +41,7 @@ from .theory.checks import (
     check_unbiased_estimate,
 )
 from .theory.contracts import check_configurable, check_dataset, check_estimator, check_metric
+from .theory.suite import parametrize_with_checks, plugin_checks
 from .theory.tuple_checks import check_marginal_estimates, check_tuple_mechanism
 
 __all__ = [
@@ -62,4 +69,6 @@ __all__ = [
     "check_unbiased_estimate",
     "check_tuple_mechanism",
     "check_marginal_estimates",
+    "parametrize_with_checks",
+    "plugin_checks",
 ]

@@ -19,6 +19,8 @@ likely subset; an undeclared capability, or a hook returning None, is skipped.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -48,6 +50,7 @@ __all__ = [
     "check_sampler",
     "check_structured_likelihood",
     "check_unbiased_estimate",
+    "mechanism_checks",
 ]
 
 #: structured products agree with the dense likelihood to this share of each report's largest entry
@@ -79,14 +82,43 @@ def check_mechanism(mech: Mechanism, *, samples: int = 20_000, seed: int = 0, al
     AssertionError
         Naming the first violation of the contract.
     """
-    check_parameters(type(mech), mech.domain, mech.get_params())
-    check_hooks(mech)
-    check_matrix(mech)
-    check_likelihood(mech)
-    check_deterministic(mech, seed=seed)
-    check_sampler(mech, samples=samples, seed=seed, alpha=alpha)
-    check_privacy_claim(mech, seed=seed)
-    check_capabilities(mech, samples=samples, seed=seed, alpha=alpha)
+    for _, check in mechanism_checks(samples=samples, seed=seed, alpha=alpha):
+        check(mech)
+
+
+#: a named check of one mechanism
+NamedCheck = tuple[str, Callable[[Mechanism], None]]
+
+
+def mechanism_checks(*, samples: int = 20_000, seed: int = 0, alpha: float = 1e-4) -> list[NamedCheck]:
+    """The checks :func:`check_mechanism` runs, in its order, as (name, check of one mechanism) pairs.
+
+    One list serves both the one-line check and a test suite that wants one test id per check
+    (:func:`ldpsim.testing.parametrize_with_checks`).
+    """
+    return [
+        ("check_parameters", lambda mech: check_parameters(type(mech), mech.domain, mech.get_params())),
+        ("check_hooks", check_hooks),
+        ("check_matrix", check_matrix),
+        ("check_likelihood", check_likelihood),
+        ("check_deterministic", partial(check_deterministic, seed=seed)),
+        ("check_sampler", partial(check_sampler, samples=samples, seed=seed, alpha=alpha)),
+        ("check_privacy_claim", partial(check_privacy_claim, seed=seed)),
+        *_capability_checks(samples=samples, seed=seed, alpha=alpha),
+    ]
+
+
+def _capability_checks(*, samples: int, seed: int, alpha: float) -> list[NamedCheck]:
+    return [
+        ("check_output_count", check_output_count),
+        ("check_named_value_likelihood", partial(check_named_value_likelihood, seed=seed)),
+        ("check_structured_likelihood", partial(check_structured_likelihood, seed=seed)),
+        ("check_likely_subset", partial(check_likely_subset, seed=seed)),
+        ("check_unbiased_estimate", partial(check_unbiased_estimate, samples=samples, seed=seed, alpha=alpha)),
+        ("check_rounds", partial(check_rounds, seed=seed)),
+        ("check_estimate_variance", partial(check_estimate_variance, seed=seed)),
+        ("check_sample_counts", partial(check_sample_counts, samples=samples, seed=seed, alpha=alpha)),
+    ]
 
 
 def check_hooks(mech: Mechanism) -> None:
@@ -101,14 +133,8 @@ def check_hooks(mech: Mechanism) -> None:
 
 def check_capabilities(mech: Mechanism, *, samples: int = 20_000, seed: int = 0, alpha: float = 1e-4) -> None:
     """Every capability the mechanism declares keeps its promise (the checks below that apply)."""
-    check_output_count(mech)
-    check_named_value_likelihood(mech, seed=seed)
-    check_structured_likelihood(mech, seed=seed)
-    check_likely_subset(mech, seed=seed)
-    check_unbiased_estimate(mech, samples=samples, seed=seed, alpha=alpha)
-    check_rounds(mech, seed=seed)
-    check_estimate_variance(mech, seed=seed)
-    check_sample_counts(mech, samples=samples, seed=seed, alpha=alpha)
+    for _, check in _capability_checks(samples=samples, seed=seed, alpha=alpha):
+        check(mech)
 
 
 def check_sample_counts(mech: Mechanism, *, samples: int = 20_000, seed: int = 0, alpha: float = 1e-4) -> None:
