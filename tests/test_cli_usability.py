@@ -133,21 +133,21 @@ def test_check_results_reports_progress_to_the_end(results):
 def test_progress_bar_waits_for_its_delay():
     from rich.console import Console
 
-    from ldpsim.output import cli
+    from ldpsim.output import cli_console
 
     buffer = io.StringIO()
-    saved = cli.err
-    cli.err = Console(file=buffer, force_terminal=True, width=80)
+    saved = cli_console.err
+    cli_console.err = Console(file=buffer, force_terminal=True, width=80)
     try:
-        with cli.progress_bar("quick", quiet=False, delay=60) as update:
+        with cli_console.progress_bar("quick", quiet=False, delay=60) as update:
             update(1, 2)
             update(2, 2)
         assert buffer.getvalue() == ""  # done before the delay: nothing drawn
-        with cli.progress_bar("slow", quiet=False) as update:
+        with cli_console.progress_bar("slow", quiet=False) as update:
             update(1, 2)
         assert "slow" in buffer.getvalue()
     finally:
-        cli.err = saved
+        cli_console.err = saved
 
 
 def test_help_and_the_cli_module_load_no_plugin_registry_nor_numpy():

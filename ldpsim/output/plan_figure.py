@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
-from .plotting import _pyplot, _wrap
+from .plotting import pyplot, wrap_title
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -18,7 +18,7 @@ def plan_figure(ds: xr.Dataset) -> Figure:
 
     ``ds`` is :meth:`ldpsim.running.plan.Plan.to_dataset`'s dataset.
     """
-    plt = _pyplot()
+    plt = pyplot()
     axis = str(next(iter(ds["error"].dims)))
     x = np.asarray(ds[axis].values, dtype=float)
     fig, ax = plt.subplots(figsize=(6.4, 4.2), constrained_layout=True)
@@ -34,6 +34,6 @@ def plan_figure(ds: xr.Dataset) -> Figure:
     ax.set_xlabel(axis)
     ax.set_ylabel(str(ds["error"].attrs.get("long_name", "error")))
     title = f"{attrs.get('method', '')}: {attrs.get('setting_mechanism', '')}, {attrs.get('setting_estimator', '')}"
-    ax.set_title(_wrap(title, 6.0, 12.0))  # a long setting must not run past the figure's edges
+    ax.set_title(wrap_title(title, 6.0, 12.0))  # a long setting must not run past the figure's edges
     ax.legend(fontsize="small")
     return fig

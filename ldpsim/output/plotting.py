@@ -57,7 +57,8 @@ ROBUST_PERCENTILES = (2.0, 98.0)
 HEATMAP_COLUMNS = 5
 
 
-def _pyplot():
+def pyplot():
+    """``matplotlib.pyplot``, imported only when a figure is drawn; Agg unless a backend is chosen (no display needed)."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -67,7 +68,7 @@ def _pyplot():
 
 
 def _colour(e: int) -> str:
-    colours = _pyplot().rcParams["axes.prop_cycle"].by_key()["color"]
+    colours = pyplot().rcParams["axes.prop_cycle"].by_key()["color"]
     return colours[e % len(colours)]
 
 
@@ -87,7 +88,7 @@ def _boxes(ax, data: list[np.ndarray], e: int, n_hues: int, colour: str | None =
         patch.set_facecolor(colour or _colour(e))
 
 
-def _wrap(text: str, width_inches: float, fontsize: float = 14.4) -> str:
+def wrap_title(text: str, width_inches: float, fontsize: float = 14.4) -> str:
     """``text`` broken into lines that fit ``width_inches`` (a figure's title is never clipped).
 
     Lines break first between the `` | ``-separated parts, then between words.
@@ -147,7 +148,7 @@ def summary_figure(ds: xr.Dataset, scores: Mapping[str, xr.DataArray] | None = N
     colour scale with one colour bar; for 1-D domains the estimates of up to four sweep points
     (the first, the last and evenly between).
     """
-    plt = _pyplot()
+    plt = pyplot()
     scores = metric_scores(ds) if scores is None else scores
     sweeps = sweep_axes(ds)
     points = list(itertools.product(*(range(ds.sizes[d]) for d in sweeps)))
@@ -180,13 +181,15 @@ def summary_figure(ds: xr.Dataset, scores: Mapping[str, xr.DataArray] | None = N
         if sweeps and (not stacked or ax is top[-1]):
             ax.set_xlabel(", ".join(coord_label(ds, d) for d in sweeps))
         ax.legend(fontsize="small", loc="best" if len(points) <= 8 else "upper right")  # "best" is slow on many boxes
-    upper.suptitle(_wrap(str(ds.attrs.get("title", "")), width), fontsize="large")
+    upper.suptitle(wrap_title(str(ds.attrs.get("title", "")), width), fontsize="large")
 
     panels = lower.subplots(1, bottom, squeeze=False)[0]
     if attributes is not None:
         first = dict(zip(sweeps, points[0]))
         _marginal_panels(ds, panels, attributes, {**first, "rep": 0})
-        lower.suptitle(_wrap(" | ".join(filter(None, ("marginals of repetition 0", point_text(ds, first)))), width))
+        lower.suptitle(
+            wrap_title(" | ".join(filter(None, ("marginals of repetition 0", point_text(ds, first)))), width)
+        )
     elif grid:
         first = dict(zip(sweeps, points[0]))
         maps = [("truth", ds["truth"].isel({**first, "rep": 0}, missing_dims="ignore").values)]
@@ -199,7 +202,7 @@ def summary_figure(ds: xr.Dataset, scores: Mapping[str, xr.DataArray] | None = N
             ax.set_xlabel(coord_label(ds, "x") if extent else "column")
             ax.set_ylabel(coord_label(ds, "y") if extent else "row")
         lower.colorbar(image, ax=list(panels), label="probability", fraction=0.02, pad=0.01, aspect=15)
-        lower.suptitle(_wrap(" | ".join(filter(None, ("repetition 0", point_text(ds, first)))), width))
+        lower.suptitle(wrap_title(" | ".join(filter(None, ("repetition 0", point_text(ds, first)))), width))
     else:
         dim = str(ds["truth"].dims[-1])
         labels = ds[dim].values
@@ -221,7 +224,7 @@ def summary_figure(ds: xr.Dataset, scores: Mapping[str, xr.DataArray] | None = N
                 ax.set_xticks(x, [str(v) for v in labels], rotation=90 if len(labels) > 8 else 0)
             ax.set_xlabel(coord_label(ds, dim))
             ax.set_ylabel("probability")
-            ax.set_title(_wrap(point_text(ds, dict(zip(sweeps, p))) or "all", 4.0, 12), fontsize="medium")
+            ax.set_title(wrap_title(point_text(ds, dict(zip(sweeps, p))) or "all", 4.0, 12), fontsize="medium")
             ax.legend(fontsize="small")
         shown = f"{len(panels)} of {len(points)} sweep points, evenly spaced" if len(points) > len(panels) else ""
         lower.suptitle(", ".join(filter(None, ("estimates of repetition 0", shown))))
@@ -367,7 +370,7 @@ def _faceted(ds: xr.Dataset, scores: Mapping[str, xr.DataArray], facets: Facets,
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    plt = _pyplot()
+    plt = pyplot()
     names = list(scores)
     data = xr.concat(list(scores.values()), dim="metric", coords="minimal", compat="override", combine_attrs="drop")
     data = data.assign_coords(metric=names).isel(facets.point)
@@ -456,7 +459,7 @@ def _faceted(ds: xr.Dataset, scores: Mapping[str, xr.DataArray], facets: Facets,
         shown += f"; {'band' if lines else 'bars'}: ± 2 standard errors"
     room = fig.get_size_inches()[0]
     title = " | ".join(filter(None, (str(ds.attrs.get("title", "")), point_text(ds, facets.point), shown)))
-    fig.suptitle(_wrap(title, room))
+    fig.suptitle(wrap_title(title, room))
     return fig
 
 
@@ -499,7 +502,7 @@ def heatmap_figure(
     ``robust`` bounds the scale by the 2nd and 98th percentiles of all panels' cells, so that one
     outlying estimate does not flatten the others; cells beyond it take the end colours.
     """
-    plt = _pyplot()
+    plt = pyplot()
     if _product_attributes(ds) is not None or "row" not in ds["estimate"].dims:
         raise LdpsimError(
             f"a heatmap needs a grid domain; this results file's domain is {domain_kind(ds)}",
@@ -534,13 +537,13 @@ def heatmap_figure(
     fig.colorbar(
         image, ax=list(used), label=label, fraction=0.02, pad=0.01, aspect=15, extend="both" if robust else "neither"
     )
-    fig.suptitle(_wrap(_title(ds, point, f"repetition {r}"), width))
+    fig.suptitle(wrap_title(_title(ds, point, f"repetition {r}"), width))
     return fig
 
 
 def bar_figure(ds: xr.Dataset, *, at: Mapping[str, str] | None = None, rep: int | None = None) -> Figure:
     """Truth (and noisy reports, when the file has them) as bars on a 1-D domain, the estimates as lines."""
-    plt = _pyplot()
+    plt = pyplot()
     if "row" in ds["estimate"].dims:
         raise LdpsimError(
             "a bar chart needs a 1-D domain (integers or categorical); this results file's domain is a grid",
@@ -555,7 +558,7 @@ def bar_figure(ds: xr.Dataset, *, at: Mapping[str, str] | None = None, rep: int 
             1, len(attributes), figsize=(min(18.0, 4.2 * len(attributes)), 4.2), layout="constrained"
         )
         _marginal_panels(ds, list(np.atleast_1d(axes)), attributes, where)
-        fig.suptitle(_wrap(_title(ds, point, f"marginals, repetition {r}"), min(18.0, 4.2 * len(attributes))))
+        fig.suptitle(wrap_title(_title(ds, point, f"marginals, repetition {r}"), min(18.0, 4.2 * len(attributes))))
         return fig
     dim = str(ds["truth"].dims[-1])
     labels = ds[dim].values
@@ -579,7 +582,7 @@ def bar_figure(ds: xr.Dataset, *, at: Mapping[str, str] | None = None, rep: int 
     bars = [i for i, name in enumerate(names) if name in ("truth", "noisy")]  # bars first, as drawn
     order = bars + [i for i in range(len(names)) if i not in bars]
     ax.legend([handles[i] for i in order], [names[i] for i in order], fontsize="small")
-    ax.set_title(_wrap(_title(ds, point, f"repetition {r}"), size))
+    ax.set_title(wrap_title(_title(ds, point, f"repetition {r}"), size))
     return fig
 
 
@@ -594,7 +597,7 @@ def save_figure(fig: Figure, path: str | os.PathLike, *, dpi: int = 120) -> Path
     except (OSError, RuntimeError) as exc:  # a full disk, a file size limit
         raise write_error(path, exc) from None
     finally:
-        _pyplot().close(fig)
+        pyplot().close(fig)
     return path
 
 

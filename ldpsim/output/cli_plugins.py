@@ -1,0 +1,109 @@
+"""``ldpsim list`` and ``ldpsim new``: the installed plugins, and a scenario to start from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from ..base.errors import LdpsimError, did_you_mean
+from .cli_console import err, out, user_errors
+
+
+def list_plugins(
+    kind: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[KIND|NAME]", help="mechanisms, estimators, datasets, metrics or executors; or a plugin's name"
+        ),
+    ] = None,
+    name: Annotated[
+        str | None, typer.Argument(help="a plugin of KIND, documented in full (e.g. `list mechanism krr`)")
+    ] = None,
+) -> None:
+    """List the installed plugins, or document one: `ldpsim list krr`."""
+    from ..plugin.catalogue import catalogue
+
+    with user_errors():
+        listing = catalogue()
+        kinds = list(listing)
+        if kind is not None:
+            singular = kind[:-1] if kind.endswith("s") else kind
+            if name is None and singular in listing:
+                kinds = [singular]
+            else:  # a plugin to document in full, or a mistake to explain: the classes themselves
+                from ..plugin.registry import get_registry
+                from .plugin_doc import find_entries
+
+                found, documented = find_entries(get_registry(), kind, name)
+                if documented:
+                    _document_plugins(documented)
+                    return
+                kinds = [str(found)]
+    for k in kinds:
+        out.print(f"[bold]{k}s[/bold]")
+        for entry in listing[k]:
+            domains = entry["domains"]
+            out.print(f"  [bold]{entry['name']}[/bold]  {escape(entry['summary'])}", soft_wrap=True)
+            out.print(
+                f"      plugin {entry['origin']}" + (f"; domains: {', '.join(domains)}" if domains else ""),
+                markup=False,
+                soft_wrap=True,
+            )
+            for describe, doc in entry["parameters"]:
+                out.print(f"      {describe}" + (f"  -- {doc}" if doc else ""), markup=False, soft_wrap=True)
+        out.print()
+
+
+def _document_plugins(entries: list) -> None:
+    """Print the full documentation of each entry (``ldpsim list NAME``)."""
+    from .plugin_doc import describe
+
+    for i, entry in enumerate(entries):
+        if i:
+            out.print()
+        for line in describe(entry):
+            out.print(line, markup=False, soft_wrap=True)
+
+
+def new(
+    name: Annotated[str, typer.Argument(help="the scenario's name; writes NAME.toml")],
+    from_: Annotated[
+        str, typer.Option("--from", metavar="TEMPLATE", help="basic (k-RR at three levels) or quickstart (001 Fig. 2)")
+    ] = "basic",
+) -> None:
+    """Write NAME.toml, a commented scenario to start from (never over an existing file)."""
+    with user_errors():
+        target = write_template(name, from_)
+    err.print(
+        f"wrote {target}: edit it, then `ldpsim run {target} --dry-run` and `ldpsim run {target}`",
+        markup=False,
+        soft_wrap=True,
+    )
+
+
+#: the scenarios ``ldpsim new --from`` starts from: files in ldpsim/output/templates
+TEMPLATES = ("basic", "quickstart")
+
+
+def write_template(name: str, template: str = "basic") -> Path:
+    """Write the scenario ``template`` as ``NAME.toml`` (``name`` may be a path); refuse to overwrite a file."""
+    from importlib.resources import files
+
+    if template not in TEMPLATES:
+        raise LdpsimError(f"unknown template '{template}'", field="--from", hint=did_you_mean(template, TEMPLATES))
+    target = Path(name if name.endswith(".toml") else f"{name}.toml")
+    if target.exists():
+        raise LdpsimError(f"{target} already exists", hint="choose another name, or move the file away first")
+    text = (files(__package__) / "templates" / f"{template}.toml").read_text(encoding="utf-8")
+    text = text.replace("__FILE__", str(target)).replace("__NAME__", target.stem)
+    try:
+        with open(target, "x", encoding="utf-8") as fh:  # "x": a file created meanwhile is not overwritten
+            fh.write(text)
+    except FileExistsError:
+        raise LdpsimError(f"{target} already exists", hint="choose another name, or move the file away first") from None
+    except OSError as exc:
+        raise LdpsimError(f"cannot write {target} ({exc.strerror})", hint="choose a folder you can write to") from None
+    return target

@@ -1,0 +1,135 @@
+"""``ldpsim show``, ``merge`` and ``plot``: what a results file holds, combined, drawn."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from .cli_console import err, out, plural, user_errors
+from .summary import FormatOption, SummaryFormat, print_summary, summary_table
+
+
+def show(
+    results: Annotated[Path, typer.Argument(help="results file written by `ldpsim run`")],
+    format_: FormatOption = SummaryFormat.table,
+) -> None:
+    """Describe a results file: provenance and a summary of the errors (only the summary with --format other than table)."""
+    from ..results.io import open_results
+
+    with user_errors():
+        ds = open_results(results)
+    if format_ is not SummaryFormat.table:
+        print_summary(ds, format_)
+        return
+    a = ds.attrs
+    out.print(f"[bold]{escape(str(a.get('title', '?')))}[/bold]  {escape(str(a.get('description', '')))}")
+    seeds = sorted({int(s) for s in ds["seed"].values}) if "seed" in ds.coords else [a.get("seed", "?")]
+    seed = f"seed{plural(len(seeds))} {', '.join(map(str, seeds))}"
+    out.print(f"created {a['created']}, {seed}" if "created" in a else seed, markup=False)
+    for line in str(a.get("history", "")).splitlines():
+        out.print(line, markup=False, soft_wrap=True)
+    scenario = str(a.get("scenario_source", "?"))
+    if "scenario_sha256" in a:
+        scenario += f" (sha256 {a['scenario_sha256'][:12]})"
+    out.print(f"scenario: {scenario}", markup=False)
+    code = f"ldpsim {a.get('ldpsim_version', '?')}"
+    if "code_sha256" in a:
+        code += f" (source sha256 {a['code_sha256'][:12]})"
+    libraries = [f"{name} {a[name]}" for name in ("python", "numpy", "scipy", "xarray") if name in a]
+    out.print("code: " + ", ".join([code, *libraries]), markup=False)
+    dims = ", ".join(f"{d}={n}" for d, n in ds.sizes.items())
+    out.print(f"dimensions: {dims}", markup=False)
+    overrides = json.loads(a.get("overrides", "[]"))
+    if overrides:
+        out.print("overrides: " + " ".join(overrides), markup=False)
+    by_distribution: dict[str, list[str]] = {}
+    for key, plugin in json.loads(a.get("plugins", "{}")).items():
+        by_distribution.setdefault(f"{plugin['distribution']} {plugin['version']}", []).append(key)
+    for distribution, keys in by_distribution.items():
+        out.print(f"plugins of {distribution}: {', '.join(keys)}", markup=False)
+    out.print(summary_table(ds))
+
+
+def merge(
+    results: Annotated[list[Path], typer.Argument(help="results files of one scenario run with different seeds")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="the combined results file (netCDF4)")],
+    force: Annotated[bool, typer.Option(help="replace an existing file that is not an ldpsim results file")] = False,
+) -> None:
+    """Combine the repetitions of results files of one scenario (run with different seeds) into one file."""
+    from ..results.combine import merge_results
+    from ..results.io import check_output, check_overwrite, open_results, save_results
+
+    with user_errors():
+        target = check_output(output)
+        check_overwrite(target, results, force=force)
+        merged = merge_results([open_results(path) for path in results], [path.name for path in results])
+        save_results(merged, target)
+    reps = merged.sizes["rep"]
+    err.print(f"wrote {target} ({reps} repetition{plural(reps)} from {len(results)} files)", markup=False)
+
+
+def plot(
+    results: Annotated[Path, typer.Argument(help="results file written by `ldpsim run`")],
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="image file (png, pdf, svg); default <results>.png")
+    ] = None,
+    kind: Annotated[
+        str | None,
+        typer.Option(
+            "--kind", "-k", help="summary, box, line, heatmap (grids) or bar (1-D); default the scenario's plot table"
+        ),
+    ] = None,
+    metric: Annotated[list[str], typer.Option("--metric", "-m", help="metric to show (repeatable; default all)")] = [],  # noqa: B006
+    estimator: Annotated[
+        list[str], typer.Option("--estimator", "-e", help="estimator to show (repeatable; default all)")
+    ] = [],  # noqa: B006
+    sweep: Annotated[
+        str | None, typer.Option(help="sweep axis on the x axis of box and line plots (default the first)")
+    ] = None,
+    at: Annotated[
+        list[str], typer.Option(metavar="AXIS=LABEL", help="fix another sweep axis (default its first label)")
+    ] = [],  # noqa: B006
+    hue: Annotated[
+        list[str],
+        typer.Option(metavar="DIM", help="box/line: colour by metric, estimator or a sweep axis (repeatable)"),
+    ] = [],  # noqa: B006
+    col: Annotated[str | None, typer.Option(metavar="DIM", help="box/line: a column of panels per label")] = None,
+    row: Annotated[str | None, typer.Option(metavar="DIM", help="box/line: a row of panels per label")] = None,
+    rep: Annotated[int | None, typer.Option(help="repetition shown by heatmap and bar (default 0)")] = None,
+    robust: Annotated[
+        bool, typer.Option("--robust", help="heatmap: colour scale from the 2nd to 98th percentiles")
+    ] = False,
+    yscale: Annotated[str | None, typer.Option(help="box/line: linear or log")] = None,
+) -> None:
+    """Plot errors (summary, box, line) or distributions (heatmap, bar) from a results file.
+
+    Without --kind the figure is the one the scenario's plot table describes (the summary if it
+    has none); options given here override the table's.
+    """
+    from ..results.io import check_output, check_overwrite, open_results
+    from .plot_options import parse_at
+    from .plotting import figure, plot_options, save_figure
+
+    with user_errors():
+        ds = open_results(results)
+        target = check_output(output if output is not None else results.with_suffix(".png"))
+        check_overwrite(target, [results], force=True)  # an image replaces an image, never the results
+        given = {
+            "kind": kind,
+            "metrics": metric,
+            "estimators": estimator,
+            "sweep": sweep,
+            "at": parse_at(at),
+            "hue": hue,
+            "col": col,
+            "row": row,
+            "rep": rep,
+            "robust": robust or None,  # not given: the plot table's
+            "yscale": yscale,
+        }
+        save_figure(figure(ds, **plot_options(ds, given)), target)
+    err.print(f"wrote {target}", markup=False)
