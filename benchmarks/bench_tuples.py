@@ -390,7 +390,7 @@ def run_marginals(args: argparse.Namespace, registry: Any) -> None:
 def run_mle(args: argparse.Namespace, registry: Any) -> None:
     from scipy.sparse.linalg import LinearOperator
 
-    from ldpsim.estimation import newton
+    from ldpsim.estimation import hessian_rows
 
     sizes, n, eps = args.mle_sizes, args.mle_users, args.mle_eps
     domain = product_domain(sizes)
@@ -410,7 +410,7 @@ def run_mle(args: argparse.Namespace, registry: Any) -> None:
         dense_gb = 8.0 * H.shape[0] * H.shape[1] / 1e9
         path = (
             "SQUAREM (no dense likelihood, no Hessian: Newton's would cost too much)"
-            if newton.dense_likelihood(likelihood) is None and newton.sampled_rows(likelihood) is None
+            if hessian_rows.dense_likelihood(likelihood) is None and hessian_rows.sampled_rows(likelihood) is None
             else "Newton (dense or sampled Hessian)"
         )
         notes.append(

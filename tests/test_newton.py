@@ -13,7 +13,8 @@ from ldpsim_plugins.estimators.krr_mle import water_fill
 
 import ldpsim
 from ldpsim import Integers, Likelihood, Observations, gibu, newton_mle
-from ldpsim.estimation import newton
+from ldpsim.estimation import active_set, hessian_rows, interior_point, linalg, newton
+from ldpsim.estimation.nonnegative_qp import nonnegative_qp
 
 
 def _likelihood(a, counts):
@@ -122,8 +123,8 @@ def test_too_large_a_hessian_falls_back_to_squarem(rng, monkeypatch):
     geo = make("mechanism", "geometric", domain, eps=0.2)
     obs = Observations.from_reports(domain, [(geo, geo.sample(rng.binomial(59, 0.3, 5_000), rng))])
     lik = Likelihood(obs)
-    monkeypatch.setattr(newton, "DENSE_MAX_ENTRIES", 0)
-    monkeypatch.setattr(newton, "SAMPLED_MAX_FLOPS", 0)  # nor one from its rows in single precision
+    monkeypatch.setattr(hessian_rows, "DENSE_MAX_ENTRIES", 0)
+    monkeypatch.setattr(hessian_rows, "SAMPLED_MAX_FLOPS", 0)  # nor one from its rows in single precision
     fallback = newton_mle(lik, tol=1e-8)
     em = gibu(lik, stop="kkt", tol=1e-8, accelerate="squarem", max_iter=1_000_000)
     np.testing.assert_array_equal(fallback.theta, em.theta)
@@ -166,7 +167,7 @@ def test_krr_newton_systems_are_solved_exactly_in_linear_time(rng, monkeypatch, 
     obs, closed = _krr(rng)
     support = (closed > 0) | (np.arange(closed.size) % 2 == 0) if restricted else None
     lik = Likelihood.of(obs, support)
-    assert newton.named_columns(lik) is not None
+    assert hessian_rows.named_columns(lik) is not None
     fast = newton_mle(lik, tol=1e-9)
     assert fast.converged and abs(fast.loglik - Likelihood.of(obs).loglik(closed)) <= 1e-9 * obs.n
     np.testing.assert_array_equal(lik.expand(fast.theta) == 0, closed == 0)
@@ -180,10 +181,10 @@ def test_only_reports_naming_one_value_are_treated_as_krr(rng):
     domain = Integers(low=0, high=29)
     geo = make("mechanism", "geometric", domain, eps=0.5)
     obs = Observations.from_reports(domain, [(geo, geo.sample(rng.integers(0, 30, 1_000), rng))])
-    assert newton.named_columns(Likelihood(obs)) is None
+    assert hessian_rows.named_columns(Likelihood(obs)) is None
     krr = make("mechanism", "krr", domain, eps=0.5)
     twice = Observations.from_reports(domain, [((krr, krr), rng.integers(0, 30, (1_000, 2)))])
-    assert newton.named_columns(Likelihood(twice)) is None  # two reports per user: not one named value
+    assert hessian_rows.named_columns(Likelihood(twice)) is None  # two reports per user: not one named value
 
 
 @settings(deadline=None, max_examples=4)
@@ -198,7 +199,7 @@ def test_small_grids_pass_over_the_exact_dense_rows_to_the_same_certified_maximu
     obs = Observations.from_reports(domain, [(mech, mech.sample(values, rng))])
     lik = Likelihood(obs)
     assert not isinstance(lik.H, np.ndarray)  # the FFT convolution
-    passes = newton._for_passes(lik, None)
+    passes = hessian_rows.likelihood_for_passes(lik, None)
     assert isinstance(passes.H, np.ndarray) and passes.H is not lik.H
     np.testing.assert_array_equal(passes.H, lik.H.rows(np.arange(lik.H.shape[0])))
     assert passes.counts is lik.counts and passes.n == lik.n
@@ -209,7 +210,7 @@ def test_small_grids_pass_over_the_exact_dense_rows_to_the_same_certified_maximu
     assert lik.certificate(lik.gradient(result.theta))[0] < tol * 1.01  # certified on the FFT operator itself
     # both certified: each within n log(1 + tol) of the maximum
     assert result.loglik >= em.loglik - lik.n * math.log1p(tol)
-    assert newton._for_passes(Likelihood(obs), lik.H.rows(np.arange(lik.H.shape[0]))).H is not lik.H
+    assert hessian_rows.likelihood_for_passes(Likelihood(obs), lik.H.rows(np.arange(lik.H.shape[0]))).H is not lik.H
 
 
 @st.composite
@@ -240,7 +241,7 @@ def test_a_hessian_from_a_sample_of_rows_reaches_a_certified_mle_at_least_as_lik
     values = rng.choice(k, n, p=rng.dirichlet(np.full(k, 0.3)))
     lik = Likelihood(Observations.from_reports(domain, [(mech, mech.sample(values, rng))]))
     assert callable(getattr(lik.H, "rows", None))
-    sample = newton.sampled_rows(lik, always=True)
+    sample = hessian_rows.sampled_rows(lik, always=True)
     assert sample is not None and np.isclose(sample.weight.sum(), 1.0)
     _check_against_squarem_with(lik, hessian="sampled")
 
@@ -271,16 +272,17 @@ def test_the_sampled_hessian_is_the_exact_one_when_it_holds_every_row(rng):
     domain = Integers(low=0, high=9)
     mech = make("mechanism", "oue", domain, eps=1.0)
     lik = Likelihood(Observations.from_reports(domain, [(mech, mech.sample(rng.integers(0, 10, 120), rng))]))
-    sample = newton.sampled_rows(lik, always=True)
+    sample = hessian_rows.sampled_rows(lik, always=True)
     assert sample is not None and sample.index.size == lik.H.shape[0]  # fewer rows than 16 per value
     assert sample.every_row  # so the polish takes its full steps, as with the float64 Hessian
-    assert newton._for_passes(lik, None) is lik  # packed bits pass faster as they are: never materialized
-    dense = newton._exact_dense(lik)
+    # packed bits pass faster as they are: never materialized
+    assert hessian_rows.likelihood_for_passes(lik, None) is lik
+    dense = hessian_rows._exact_dense(lik)
     np.testing.assert_allclose(sample.rows, dense, rtol=1e-7)
     theta = rng.dirichlet(np.ones(10))
     p = dense @ theta
     exact = (dense * (lik.counts / lik.n / p**2)[:, None]).T @ dense
-    solver = newton._Solver(lik, None, None, sample)
+    solver = interior_point.Solver(lik, None, None, sample)
     pt = solver.point(theta)
     solver.complete(pt)
     rhs = rng.standard_normal(10)
@@ -294,12 +296,12 @@ def test_a_sample_of_rows_estimates_the_hessian_and_saves_passes(rng, monkeypatc
     mech = make("mechanism", "oue", domain, eps=0.5)
     values = rng.choice(64, 20_000, p=rng.dirichlet(np.full(64, 0.5)))
     lik = Likelihood(Observations.from_reports(domain, [(mech, mech.sample(values, rng))]))
-    monkeypatch.setattr(newton, "DENSE_MAX_FLOPS", 0)
-    sample = newton.sampled_rows(lik)
-    assert sample is not None and sample.index.size <= newton.SAMPLE_ROWS_PER_VALUE * 64 < lik.H.shape[0]
+    monkeypatch.setattr(hessian_rows, "DENSE_MAX_FLOPS", 0)
+    sample = hessian_rows.sampled_rows(lik)
+    assert sample is not None and sample.index.size <= hessian_rows.SAMPLE_ROWS_PER_VALUE * 64 < lik.H.shape[0]
     assert not sample.every_row
     # systematic sampling proportional to the counts: the sample's Hessian is within ~sqrt(|X| / m) of the truth
-    dense = newton._exact_dense(lik)
+    dense = hessian_rows._exact_dense(lik)
     theta = np.full(64, 1 / 64)
     weight = 1 / (dense @ theta) ** 2
     exact = (dense * (lik.counts / lik.n * weight)[:, None]).T @ dense
@@ -333,8 +335,8 @@ def test_a_grid_beyond_the_float64_hessian_gets_every_row_in_single_precision(rn
     mech = make("mechanism", "planar-geometric", domain, eps=0.25)
     values = rng.choice(domain.size, 20_000, p=rng.dirichlet(np.full(domain.size, 0.1)))
     lik = Likelihood(Observations.from_reports(domain, [(mech, mech.sample(values, rng))]))
-    assert newton.dense_likelihood(lik) is None
-    sample = newton.sampled_rows(lik)
+    assert hessian_rows.dense_likelihood(lik) is None
+    sample = hessian_rows.sampled_rows(lik)
     assert sample is not None and sample.index.size == lik.H.shape[0]  # every row: the exact Hessian
     result, em = _check_against_squarem_with(lik)
     assert result.iterations <= 60 and em.iterations > 20 * result.iterations
@@ -370,14 +372,14 @@ def test_a_large_grid_takes_the_active_set_and_falls_back_to_squarem_beyond_its_
     an operator that reads a few columns cheaply (a convolution); an active set beyond ACTIVE_MAX_FLOPS
     hands over to SQUAREM from the warm start, still certified and never below it."""
     lik = _grid_likelihood(rng)
-    monkeypatch.setattr(newton, "DENSE_MAX_FLOPS", 1.0)
-    monkeypatch.setattr(newton, "SAMPLED_MAX_FLOPS", 1.0)
+    monkeypatch.setattr(hessian_rows, "DENSE_MAX_FLOPS", 1.0)
+    monkeypatch.setattr(hessian_rows, "SAMPLED_MAX_FLOPS", 1.0)
     calls = []
-    real = newton._active_set
-    monkeypatch.setattr(newton, "_active_set", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = newton.active_set_mle
+    monkeypatch.setattr(newton, "active_set_mle", lambda *a, **k: calls.append(1) or real(*a, **k))
     active = newton_mle(lik, tol=1e-6)
     assert calls and active.kkt < 1e-6 and np.sum(active.theta == 0) > 0
-    monkeypatch.setattr(newton, "ACTIVE_MAX_FLOPS", 1.0)  # an active set of one value at most
+    monkeypatch.setattr(active_set, "ACTIVE_MAX_FLOPS", 1.0)  # an active set of one value at most
     fallback = newton_mle(lik, tol=1e-6)
     warm = gibu(lik, stop="kkt", tol=1e-6, accelerate="squarem", max_iter=newton.ACTIVE_WARM_PASSES)
     assert fallback.converged and fallback.kkt < 1e-6 and fallback.loglik >= warm.loglik
@@ -409,7 +411,7 @@ def nonnegative_qps(draw):
 
 
 @pytest.mark.parametrize("guessed", [False, True], ids=["interior", "guess"])
-@pytest.mark.parametrize("refinements", [newton._REFINEMENTS, 0], ids=["float32", "float64"])
+@pytest.mark.parametrize("refinements", [linalg._REFINEMENTS, 0], ids=["float32", "float64"])
 @settings(deadline=None, max_examples=150)
 @given(nonnegative_qps())
 def test_the_active_sets_subproblem_is_solved_to_its_kkt_conditions(refinements, guessed, problem):
@@ -423,8 +425,8 @@ def test_the_active_sets_subproblem_is_solved_to_its_kkt_conditions(refinements,
     from scipy.optimize import nnls
 
     hess, c, start = problem
-    with mock.patch.object(newton, "_REFINEMENTS", refinements):
-        y = newton._nonnegative_qp(hess, c, start, guess=start > 0.5 if guessed else None)
+    with mock.patch.object(linalg, "_REFINEMENTS", refinements):
+        y = nonnegative_qp(hess, c, start, guess=start > 0.5 if guessed else None)
     assert np.all(y >= 0)
 
     def q(v):
@@ -450,14 +452,14 @@ def test_refined_cholesky_solves_to_double_precision_or_falls_back(rng):
     q = g / np.sqrt(np.outer(np.diag(g), np.diag(g)))
     extra = np.concatenate([np.zeros(30), np.logspace(-10, 20, 30)])
     rhs = rng.standard_normal(60)
-    v = newton._refined_cholesky(q, q.astype(np.float32), extra, np.abs(q).sum(axis=1))(rhs)
+    v = linalg.refined_cholesky(q, q.astype(np.float32), extra, np.abs(q).sum(axis=1))(rhs)
     np.testing.assert_allclose(v, np.linalg.solve(q + np.diag(extra), rhs), rtol=1e-9, atol=0)
 
     u = rng.standard_normal((60, 1))
     q = u @ u.T + 1e-9 * np.eye(60)  # rank one: float32 fails, the float64 factorization needs no ridge
     q /= np.sqrt(np.outer(np.diag(q), np.diag(q)))
     rhs = q @ np.ones(60)
-    v = newton._refined_cholesky(q, q.astype(np.float32), np.zeros(60), np.abs(q).sum(axis=1))(rhs)
+    v = linalg.refined_cholesky(q, q.astype(np.float32), np.zeros(60), np.abs(q).sum(axis=1))(rhs)
     assert np.abs(q @ v - rhs).max() < 1e-9 * np.abs(rhs).max()
 
 
@@ -468,14 +470,14 @@ def test_the_active_hessian_follows_changing_active_sets_and_weights(rng):
     from ldpsim.estimation.operators import exact_block
 
     h = rng.random((30, 50))
-    store = newton._ActiveHessian(h, 30, 12, exact_block)
+    store = active_set._ActiveHessian(h, 30, 12, exact_block)
     scale = rng.uniform(0.5, 2.0, 30)
     for step, active in enumerate(([1, 5, 9], [5, 9, 20, 21, 40], [0, 2, 40], list(range(38, 50)), [3])):
         if step:
             scale = scale * np.where(rng.random(30) < 0.5, rng.uniform(0.5, 1.5, 30), 1 + 0.01 * rng.random(30))
         got = store.hessian(np.array(active), scale, exact=step == 3)
         exact = h[:, active].T @ (scale[:, None] ** 2 * h[:, active])
-        within = (0.0 if step == 3 else newton.ACTIVE_REWEIGHT) * exact  # positive entries: sums of positive terms
+        within = (0.0 if step == 3 else active_set.ACTIVE_REWEIGHT) * exact  # positive entries: sums of positive terms
         assert np.all(np.abs(got - exact) <= within + 1e-5 * exact)
         if step:  # the moved weights were brought up to date: better than the stale ones would give
             stale = h[:, active].T @ (store.weights[:, None] * store.top**2 * h[:, active])
@@ -489,21 +491,21 @@ def test_newcomers_are_the_most_violated_one_per_neighbourhood_first():
     _, line = ldpsim.convolution_likelihood(np.ones(3), (10,), np.array([0]))
     grad_f = np.array([0.0, -1.0, -3.0, -2.9, -2.8, 0.0, -2.0, -2.5, -1.5, 0.0])  # floors at 2 and 7
     violating = np.flatnonzero(grad_f < 0)
-    assert newton.ACTIVE_SPREAD == 2
-    np.testing.assert_array_equal(newton._newcomers(line, grad_f, violating, 3), [2, 7, 3])
-    np.testing.assert_array_equal(newton._newcomers(np.ones((1, 10)), grad_f, violating, 3), [2, 3, 4])
-    assert set(newton._newcomers(line, grad_f, violating, 10)) == set(violating)
+    assert active_set.ACTIVE_SPREAD == 2
+    np.testing.assert_array_equal(active_set._newcomers(line, grad_f, violating, 3), [2, 7, 3])
+    np.testing.assert_array_equal(active_set._newcomers(np.ones((1, 10)), grad_f, violating, 3), [2, 3, 4])
+    assert set(active_set._newcomers(line, grad_f, violating, 10)) == set(violating)
 
 
 def test_the_active_set_hands_over_when_its_kkt_would_need_too_many_steps():
     """The projection behind the hand-over to SQUAREM, at the fastest rate seen over three steps: from 2^-6 after
     halving per step (then a slower phase) it needs log2(2^-6 / tol) more; a KKT that never fell never gets
     there; one below tol needs none."""
-    assert newton.ACTIVE_RATE_STEPS == 3
+    assert active_set.ACTIVE_RATE_STEPS == 3
     halving = [2.0**-i for i in range(6)] + [2.0**-5.5, 2.0**-6]  # 7 steps, then from 2^-6
-    assert newton._steps_to_tol(halving, 2.0**-26) == pytest.approx(7 + 20)
-    assert newton._steps_to_tol([1.0, 2.0, 1.5, 1.0], 1e-6) == math.inf
-    assert newton._steps_to_tol([1.0, 0.5, 1e-7], 1e-6) == 2
+    assert active_set._steps_to_tol(halving, 2.0**-26) == pytest.approx(7 + 20)
+    assert active_set._steps_to_tol([1.0, 2.0, 1.5, 1.0], 1e-6) == math.inf
+    assert active_set._steps_to_tol([1.0, 0.5, 1e-7], 1e-6) == 2
 
 
 def test_the_active_hessian_grows_past_its_budget_keeping_its_columns_and_products():
@@ -520,7 +522,7 @@ def test_the_active_hessian_grows_past_its_budget_keeping_its_columns_and_produc
         block = dense[:, active] * scale[:, None]
         return block.T @ block
 
-    store = newton._ActiveHessian(dense, 50, 3, read)
+    store = active_set._ActiveHessian(dense, 50, 3, read)
     np.testing.assert_allclose(store.hessian(np.array([0, 4, 7]), scale, exact=True), exact([0, 4, 7]), rtol=1e-5)
     store.grow(6)
     assert store.data.shape == (6, 50)

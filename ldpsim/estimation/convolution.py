@@ -37,7 +37,7 @@ class ConvolutionOperator(LinearOperator):
     """
 
     #: on small domains a product over its exact dense rows is faster than the FFT and its guard (3.4x
-    #: below about 1,000 values): the exact-MLE solver materializes them (see ``newton._for_passes``)
+    #: below about 1,000 values): the exact-MLE solver materializes them (see ``hessian_rows.likelihood_for_passes``)
     dense_passes_faster = True
 
     def __init__(self, kernel, shape, outputs, start, window, clamp, column_scale):  # noqa: ANN001
@@ -125,7 +125,7 @@ class ConvolutionOperator(LinearOperator):
     def local_minima(self, field: np.ndarray, radius: int) -> np.ndarray:
         """Whether each value's entry of ``field`` (one per column) is the smallest within ``radius`` cells along
         every axis of the grid: the exact MLE's active set takes its newcomers from these first, one per region
-        (``newton._newcomers``).
+        (``active_set._newcomers``).
 
         Parameters
         ----------

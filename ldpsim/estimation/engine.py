@@ -98,6 +98,9 @@ class Likelihood:
         self.counts = np.concatenate([g.counts for g in groups]).astype(float)
         self.n = float(self.counts.sum())
         self._constant = _dot(self.counts, shift)
+        #: ``H`` as a dense ``(D, |X|)`` array once a solver has formed it
+        #: (:func:`~ldpsim.estimation.hessian_rows.dense_likelihood`), else None: a cache that lives with the likelihood
+        self.dense_matrix: np.ndarray | None = None
 
     def expand(self, theta: np.ndarray) -> np.ndarray:
         """theta over the whole domain (zeros outside the support)."""
@@ -119,6 +122,12 @@ class Likelihood:
     def size(self) -> int:
         """``|X|``, the number of values."""
         return self.H.shape[1]
+
+    @property
+    def constant(self) -> float:
+        """``sum_d c_d shift_d``, the part of L that rescaling the rows took out of ``H``:
+        ``L(theta) = sum_d c_d log (H theta)_d + constant``, for solvers that evaluate the sum themselves."""
+        return self._constant
 
     def loglik(self, theta: np.ndarray) -> float:
         """L(theta); ``-inf`` if some observed report has probability 0 under theta."""

@@ -262,7 +262,7 @@ def with_exact_rows(operator: LinearOperator, rows: Callable[[np.ndarray], np.nd
 
     A structured likelihood that can read a few of its rows cheaply (from packed bits, a sparse
     pattern, a kernel) should offer them: the exact-MLE solver forms its Newton Hessian from a
-    deterministic sample of rows (:func:`ldpsim.estimation.newton.sampled_rows`) where the whole
+    deterministic sample of rows (:func:`ldpsim.estimation.hessian_rows.sampled_rows`) where the whole
     Hessian would cost ``D |X|^2``, and materializes small likelihoods without products with identity
     columns. Without it the solver falls back to SQUAREM on such problems.
 
@@ -320,7 +320,7 @@ def exact_block(
     :func:`with_exact_rows`) that declares ``rows_take_columns`` (a convolution, whose entries are
     kernel lookups) computes only those columns; any other reads whole rows a block at a time and keeps
     the columns, so its memory stays bounded by :data:`_BLOCK_ENTRIES` plus the result. The exact-MLE
-    solver's active set (:mod:`ldpsim.estimation.newton`) reads the columns of the values it keeps.
+    solver's active set (:mod:`ldpsim.estimation.active_set`) reads the columns of the values it keeps.
     """
     index = np.asarray(index, dtype=np.intp)
     columns = np.asarray(columns, dtype=np.intp)
