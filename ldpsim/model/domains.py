@@ -10,11 +10,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import numpy as np
 
-from ..base.errors import DataError, ParameterError, ScenarioError, did_you_mean
+from ..base.errors import DataError, ParameterError, ScenarioError, a_or_an, did_you_mean
 from .params import Configurable, Param
 
 #: the most values a domain may have: every estimate holds one probability per value, and a likelihood
@@ -42,6 +42,37 @@ class Domain(Configurable):
     #: names of the result dimensions that index this domain (a product domain sets its own, per instance)
     dims: tuple[str, ...] = ("value",)
     _DERIVED: ClassVar[tuple[str, ...]] = (*Configurable._DERIVED, "_size_cache")
+
+    @classmethod
+    def of(cls, domain: Domain) -> Self:
+        """``domain`` typed as this kind of domain, for code that works on one kind only.
+
+        A plugin's ``domain_kinds`` refuses other kinds when it is built, but its ``domain`` is still typed
+        :class:`Domain`; ``Grid.of(self.domain).rows`` gives the type checker the grid. The domain itself is
+        returned, unchanged.
+
+        Parameters
+        ----------
+        domain : Domain
+            The domain to narrow.
+
+        Returns
+        -------
+        Self
+            ``domain``, typed as ``cls``.
+
+        Raises
+        ------
+        ParameterError
+            If ``domain`` is another kind: on field ``domain``, as a plugin's ``domain_kinds`` refuses it.
+        """
+        if not isinstance(domain, cls):
+            raise ParameterError(
+                f"is {a_or_an(domain.name)} domain where {a_or_an(cls.name)} domain is needed",
+                field="domain",
+                hint=f"use a domain of kind {cls.name}",
+            )
+        return domain
 
     @property
     def size(self) -> int:
@@ -71,7 +102,7 @@ class Domain(Configurable):
         """The (size, size) matrix of distances between values."""
         raise NotImplementedError
 
-    def index(self, raw: Sequence[Any], *, source: str = "data") -> np.ndarray:
+    def index(self, raw: Sequence[Any] | np.ndarray, *, source: str = "data") -> np.ndarray:
         """Indices of raw values (as read from a file); DataError if one is not in the domain."""
         raise NotImplementedError
 
@@ -135,7 +166,7 @@ class Integers(Domain):
         v = self.values.astype(float)
         return np.abs(v[:, None] - v[None, :])
 
-    def index(self, raw: Sequence[Any], *, source: str = "data") -> np.ndarray:
+    def index(self, raw: Sequence[Any] | np.ndarray, *, source: str = "data") -> np.ndarray:
         arr = np.asarray(raw)
         if arr.dtype.kind not in "iu":
             raise DataError(f"{source} holds non-integer values", hint="an integers domain needs integer data")
@@ -193,7 +224,7 @@ class Grid(Domain):
         diff = self.centers[:, None, :] - self.centers[None, :, :]
         return np.sqrt((diff**2).sum(axis=-1))
 
-    def index(self, raw: Sequence[Any], *, source: str = "data") -> np.ndarray:
+    def index(self, raw: Sequence[Any] | np.ndarray, *, source: str = "data") -> np.ndarray:
         arr = np.asarray(raw)
         if arr.ndim != 2 or arr.shape[1] != 2 or arr.dtype.kind not in "iu":
             raise DataError(f"{source} must give integer (row, col) pairs", hint="read two integer columns")
@@ -235,7 +266,7 @@ class Categorical(Domain):
     def distances(self) -> np.ndarray:
         return 1.0 - np.eye(self.size)
 
-    def index(self, raw: Sequence[Any], *, source: str = "data") -> np.ndarray:
+    def index(self, raw: Sequence[Any] | np.ndarray, *, source: str = "data") -> np.ndarray:
         lookup = {v: i for i, v in enumerate(self.values)}
         arr = np.asarray(raw, dtype=object).astype(str)
         uniq, inverse = np.unique(arr, return_inverse=True)
@@ -362,7 +393,7 @@ class Product(Domain):
             out += part.distances[np.ix_(c, c)]
         return out
 
-    def index(self, raw: Sequence[Any], *, source: str = "data") -> np.ndarray:
+    def index(self, raw: Sequence[Any] | np.ndarray, *, source: str = "data") -> np.ndarray:
         """Flat indices of tuples given as one column per attribute (each as its attribute's ``index`` reads it)."""
         columns = list(raw)
         if len(columns) != len(self.parts):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ldpsim import DataError, Param, ParameterError, hookimpl
+from ldpsim import DataError, Integers, Param, ParameterError, hookimpl
 
 from .counted import Counted, read_shipped
 from .reading import Table, numbers
@@ -44,14 +44,15 @@ class AdultAges(Counted):
     def _count(self) -> np.ndarray:
         ages = self._ages()
         low, high = int(ages.min()), int(ages.max())
-        values = self.domain.values
-        if low < values[0] or high > values[-1] or self.domain.step != 1:
+        domain = Integers.of(self.domain)
+        values = domain.values
+        if low < values[0] or high > values[-1] or domain.step != 1:
             raise ParameterError(
-                f"the {self.domain.low}..{self.domain.high} (step {self.domain.step}) domain does not hold the ages {low}..{high}",
+                f"the {domain.low}..{domain.high} (step {domain.step}) domain does not hold the ages {low}..{high}",
                 field="domain",
                 hint=f'use [domain] kind = "integers", low = {low}, high = {high}',
             )
-        return np.bincount(self.domain.index(ages, source="the ages"), minlength=self.domain.size)
+        return np.bincount(domain.index(ages, source="the ages"), minlength=domain.size)
 
     def _ages(self) -> np.ndarray:
         """Every person's age (or, for the shipped counts, the ages repeated by their counts)."""

@@ -63,7 +63,7 @@ def read_shipped(name: str, columns: list[str]) -> list[np.ndarray]:
     with as_file(files(__package__) / "data" / name) as path:
         table = Table(Path(path), comment="#")
         positions = table.positions(columns, fields=["path"] * len(columns))
-        parts = [[] for _ in columns]
+        parts: list[list[np.ndarray]] = [[] for _ in columns]
         for start, texts in table.chunks(positions):
             for part, text, column in zip(parts, texts, columns, strict=True):
                 part.append(numbers(text, table, start, column, integer=True))

@@ -6,10 +6,11 @@ import math
 import multiprocessing
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from ldpsim import DataError, Param, ParameterError, hookimpl
+from ldpsim import DataError, Grid, Param, ParameterError, hookimpl
 
 from .counted import Counted, read_shipped
 from .reading import Table, numbers
@@ -112,6 +113,11 @@ class Gowalla(Counted):
     lat_column = Param("str", "lat", doc="latitude column of a CSV file")
     lon_column = Param("str", "lon", doc="longitude column of a CSV file")
 
+    @property
+    def _grid(self) -> Grid:
+        """The domain, typed as the grid ``domain_kinds`` makes it."""
+        return Grid.of(self.domain)
+
     def _validate(self) -> None:
         self.area = self._box()
         height, width = self.area.size_km
@@ -122,7 +128,7 @@ class Gowalla(Counted):
                 hint=f"choose cell_km <= {min(height, width):.3g} or a larger box",
             )
         rows, cols = (n + 2 * self.margin for n in self.area.shape(self.cell_km))
-        grid = self.domain
+        grid = self._grid
         if (grid.rows, grid.cols) != (rows, cols) or not math.isclose(grid.cell, self.cell_km, rel_tol=1e-9):
             raise ParameterError(
                 f"the {grid.rows} x {grid.cols} grid of {grid.cell:g} km cells is not the box's grid ({rows} x {cols} cells of {self.cell_km:g} km)",
@@ -161,7 +167,7 @@ class Gowalla(Counted):
     def description(self) -> str:
         """Where the counts come from, how many check-ins they hold and how many rows were left out."""
         source = f"'{self.path}'" if self.path is not None else "shipped SNAP counts"
-        text = f"{self.size:,} Gowalla check-ins in {self.area.describe()} ({source}), {self.domain.rows} x {self.domain.cols} cells of {self.cell_km:g} km"
+        text = f"{self.size:,} Gowalla check-ins in {self.area.describe()} ({source}), {self._grid.rows} x {self._grid.cols} cells of {self.cell_km:g} km"
         if self.path is None:
             text += f"; 001 Sec. IX-B reports {PAPER_SF_CHECKINS:,} ({PAPER_SF_CHECKINS - self.size} more than this reconstruction of the SNAP subset)"
         if self.margin:
@@ -173,9 +179,9 @@ class Gowalla(Counted):
     def _count(self) -> np.ndarray:
         if self.path is None:
             rows, cols, counts = read_shipped(SHIPPED, ["row", "col", "count"])
-            cells = (rows + self.margin) * self.domain.cols + cols + self.margin
+            cells = (rows + self.margin) * self._grid.cols + cols + self.margin
             return np.bincount(cells, weights=counts, minlength=self.domain.size).astype(np.int64)
-        table, columns = self._table()
+        table, columns = self._table(self.path)
         counts = np.zeros(self.domain.size, dtype=np.int64)
         total = 0
         names = self._names(table)
@@ -192,9 +198,9 @@ class Gowalla(Counted):
                     )
             inside = self.area.inside(lat, lon)
             row, col = np.divmod(
-                self.area.cells(lat[inside], lon[inside], self.cell_km), self.domain.cols - 2 * self.margin
+                self.area.cells(lat[inside], lon[inside], self.cell_km), self._grid.cols - 2 * self.margin
             )
-            cells = (row + self.margin) * self.domain.cols + col + self.margin
+            cells = (row + self.margin) * self._grid.cols + col + self.margin
             counts += np.bincount(cells, minlength=self.domain.size)
             total += lat.size
         if total == 0:
@@ -214,13 +220,13 @@ class Gowalla(Counted):
             )
         return counts
 
-    def _table(self) -> tuple[Table, list[int]]:
-        """The file's layout: raw SNAP (five tab-separated fields, no header) or a CSV with a header."""
-        snap = Table(self.path, sep="\t", header=False, what="SNAP check-in file")
+    def _table(self, path: Path) -> tuple[Table, list[int]]:
+        """The layout of the file at ``path``: raw SNAP (five tab-separated fields, no header) or a CSV with a header."""
+        snap = Table(path, sep="\t", header=False, what="SNAP check-in file")
         first = snap.header_names()
         if len(first) == 5 and all(_is_number(first[i]) for i in (SNAP_LAT, SNAP_LON)):
             return snap, [SNAP_LAT, SNAP_LON]
-        csv = Table(self.path)
+        csv = Table(path)
         return csv, csv.positions([self.lat_column, self.lon_column], fields=["lat_column", "lon_column"])
 
     def _names(self, table: Table) -> tuple[str, str]:

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, Literal
 
 import numpy as np
 from rich.console import Console
@@ -129,7 +129,8 @@ class Table:
         return not line.strip() and self.sep not in line.rstrip("\r\n")
 
     @contextmanager
-    def _binary(self) -> Iterator[tuple[BinaryIO, BinaryIO]]:
+    def _binary(self) -> Iterator[tuple[BinaryIO, BinaryIO | gzip.GzipFile]]:
+        """The open file and the stream of its bytes (the file itself, or a gzip decompressor on it)."""
         if not self.path.is_file():
             raise DataError(
                 f"file '{self.path}' not found", field=self.field, hint="fix the path (relative to the scenario file)"
@@ -210,7 +211,7 @@ def progress(path: Path, raw: BinaryIO, *, after: float = 1.0, console: Console 
     console = console or Console(stderr=True)
     total = path.stat().st_size
     started = time.monotonic()
-    bar = None
+    bar: Progress | Literal[False] | None = None  # None: not shown yet; False: another bar is showing
     enabled = console.is_terminal and multiprocessing.parent_process() is None
 
     def advance() -> None:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldpsim import Dataset, Param, ParameterError, hookimpl
+from ldpsim import Dataset, Integers, Param, ParameterError, hookimpl
 
 
-class _FromPmf(Dataset):
-    """Values drawn iid from :meth:`pmf`."""
+class FromPmf(Dataset):
+    """Base of datasets whose users' values are drawn iid from :meth:`pmf`.
+
+    A subclass implements :meth:`pmf`; the distribution, the sampler and the counts sampler (multinomial,
+    in O(|X|) whatever the number of users) follow. Shared with the tuple datasets (``tuples.Copula``).
+    """
 
     def pmf(self) -> np.ndarray:
         """The generating distribution over the domain."""
@@ -26,7 +30,7 @@ class _FromPmf(Dataset):
         return rng.multinomial(n, pmf / pmf.sum())
 
 
-class Binomial(_FromPmf):
+class Binomial(FromPmf):
     """Binomial(k-1, p) on the k values of an integers domain, in order."""
 
     name = "binomial"
@@ -46,7 +50,7 @@ class Binomial(_FromPmf):
         return rng.binomial(self.domain.size - 1, self.p, size=n)
 
 
-class Uniform(_FromPmf):
+class Uniform(FromPmf):
     """Uniform on the values low..high of an integers domain (the whole domain by default), zero elsewhere."""
 
     name = "uniform"
@@ -63,7 +67,7 @@ class Uniform(_FromPmf):
                         hint="remove it to use the whole domain",
                     )
             return
-        values = self.domain.values
+        values = Integers.of(self.domain).values
         low = values[0] if self.low is None else self.low
         high = values[-1] if self.high is None else self.high
         inside = (values >= low) & (values <= high)
@@ -80,7 +84,7 @@ class Uniform(_FromPmf):
         return support / support.sum()
 
 
-class Zipf(_FromPmf):
+class Zipf(FromPmf):
     """Zipf: the i-th value of the domain (i = 1, 2, ...) has probability proportional to i^-s."""
 
     name = "zipf"
@@ -91,7 +95,7 @@ class Zipf(_FromPmf):
         return w / w.sum()
 
 
-class Pmf(_FromPmf):
+class Pmf(FromPmf):
     """Values drawn from an explicit distribution over the domain."""
 
     name = "pmf"

@@ -21,7 +21,7 @@ from ldpsim import Categorical, DataError, Domain, Integers, Param, ParameterErr
 
 from .counted import Counted
 from .reading import Table, numbers
-from .synthetic import _FromPmf
+from .synthetic import FromPmf
 
 #: the largest temporary (bytes) the copula's quadrature may build: it is chunked over nodes to stay below
 COPULA_TEMP_BYTES = 32 * 2**20
@@ -50,6 +50,11 @@ class _CountedTuples(Counted):
     """A finite population of tuples, counted per cell of the product domain."""
 
     domain_kinds = ("product",)
+
+    @property
+    def _product(self) -> Product:
+        """The domain, typed as the product ``domain_kinds`` makes it."""
+        return Product.of(self.domain)
 
     @cached_property
     def _cells(self) -> np.ndarray:
@@ -92,18 +97,18 @@ class CsvTuples(_CountedTuples):
     )
 
     def _validate(self) -> None:
-        _require_parts(self.domain, "csv-tuples")
-        if len(self._columns) != len(self.domain.names):
+        _require_parts(self._product, "csv-tuples")
+        if len(self._columns) != len(self._product.names):
             raise ParameterError(
-                f"names {len(self._columns)} columns for {len(self.domain.names)} attributes",
+                f"names {len(self._columns)} columns for {len(self._product.names)} attributes",
                 field="columns",
-                hint=f"give one column per attribute, in order: {', '.join(self.domain.names)}",
+                hint=f"give one column per attribute, in order: {', '.join(self._product.names)}",
             )
         _ = self.counts  # read and check the file now, not in the middle of a run
 
     @property
     def _columns(self) -> tuple[str, ...]:
-        return tuple(self.columns) if self.columns is not None else tuple(self.domain.names)
+        return tuple(self.columns) if self.columns is not None else tuple(self._product.names)
 
     @property
     def description(self) -> str:
@@ -120,7 +125,7 @@ class CsvTuples(_CountedTuples):
     def _read(self) -> _Read:
         table = Table(self.path)
         header = table.header_names()
-        for column, attribute in zip(self._columns, self.domain.names):
+        for column, attribute in zip(self._columns, self._product.names):
             if column not in header:
                 raise table.error(
                     f"has no column '{column}' for attribute '{attribute}' (columns: {', '.join(header)})",
@@ -137,7 +142,7 @@ class CsvTuples(_CountedTuples):
                 for text in texts:
                     keep &= ~np.isin(text, skip)
             parts = [self._attribute(j, text, keep, table, start) for j, text in enumerate(texts)]
-            counts += np.bincount(self.domain.join(parts), minlength=self.domain.size)
+            counts += np.bincount(self._product.join(parts), minlength=self.domain.size)
             rows += keep.size
             dropped += int(keep.size - keep.sum())
         if rows == 0:
@@ -152,7 +157,7 @@ class CsvTuples(_CountedTuples):
 
     def _attribute(self, j: int, text: np.ndarray, keep: np.ndarray, table: Table, start: int) -> np.ndarray:
         """Attribute ``j``'s indices of the kept rows of one chunk; DataError naming line, value and fix."""
-        part, name, column = self.domain.parts[j], self.domain.names[j], self._columns[j]
+        part, name, column = self._product.parts[j], self._product.names[j], self._columns[j]
         where = f"column '{column}' (attribute '{name}')"
         if isinstance(part, Integers):
             # skipped rows read as the first value, so that positions (and the lines in errors) stay the file's
@@ -189,7 +194,7 @@ class CsvTuples(_CountedTuples):
         return np.array([lookup[v] for v in labels], dtype=np.int64)[inverse]
 
 
-class Copula(_FromPmf):
+class Copula(FromPmf):
     """Tuples with controllable dependence: a Gaussian copula over each attribute's ordered values.
 
     A user draws a latent Gaussian vector Z (standard margins, correlation ``rho`` between every
@@ -211,7 +216,7 @@ class Copula(_FromPmf):
 
     name = "copula"
     domain_kinds = ("product",)
-    _DERIVED: ClassVar[tuple[str, ...]] = (*_FromPmf._DERIVED, "_joint")
+    _DERIVED: ClassVar[tuple[str, ...]] = (*FromPmf._DERIVED, "_joint")
     rho = Param("float", gt=-1, lt=1, doc="correlation of the latent Gaussian between every pair of attributes")
     marginals = Param(
         "str", "uniform", choices=("uniform", "zipf", "binomial"), doc="each attribute's law on its values, in order"
@@ -229,7 +234,7 @@ class Copula(_FromPmf):
                     field=key,
                     hint=f'remove it, or set marginals = "{law}"',
                 )
-        d = len(self.domain.parts)
+        d = len(Product.of(self.domain).parts)
         if self.rho < 0 and d > 2:
             raise ParameterError(
                 f"a negative rho ({self.rho:g}) is supported for two attributes only; the domain has {d}",
@@ -262,7 +267,7 @@ class Copula(_FromPmf):
 
     @cached_property
     def _joint(self) -> np.ndarray:
-        laws = [self.marginal_law(k) for k in self.domain.sizes]
+        laws = [self.marginal_law(k) for k in Product.of(self.domain).sizes]
         if self.rho == 0:
             joint = reduce(np.multiply.outer, laws).ravel()  # independent: exactly the product (each sums to 1)
         else:
@@ -355,15 +360,15 @@ class AdultTuples(_CountedTuples):
     )
 
     def _validate(self) -> None:
-        _require_parts(self.domain, "adult-tuples")
+        _require_parts(self._product, "adult-tuples")
         columns = self._columns
-        if len(columns) != len(self.domain.names):
+        if len(columns) != len(self._product.names):
             raise ParameterError(
-                f"names {len(columns)} columns for {len(self.domain.names)} attributes",
+                f"names {len(columns)} columns for {len(self._product.names)} attributes",
                 field="columns",
-                hint=f"give one column per attribute, in order: {', '.join(self.domain.names)}",
+                hint=f"give one column per attribute, in order: {', '.join(self._product.names)}",
             )
-        for column, attribute in zip(columns, self.domain.names):
+        for column, attribute in zip(columns, self._product.names):
             if column not in ADULT_COLUMNS:
                 raise ParameterError(
                     f"'{column}' (attribute '{attribute}') is not a column of the shipped Adult counts",
@@ -374,7 +379,7 @@ class AdultTuples(_CountedTuples):
 
     @property
     def _columns(self) -> tuple[str, ...]:
-        return tuple(self.columns) if self.columns is not None else tuple(self.domain.names)
+        return tuple(self.columns) if self.columns is not None else tuple(self._product.names)
 
     @property
     def description(self) -> str:
@@ -385,11 +390,12 @@ class AdultTuples(_CountedTuples):
 
     def _count(self) -> np.ndarray:
         data = _adult_counts()
+        product = self._product
         parts = [
             _adult_indices(part, name, column, data[column])
-            for part, name, column in zip(self.domain.parts, self.domain.names, self._columns)
+            for part, name, column in zip(product.parts, product.names, self._columns)
         ]
-        return np.bincount(self.domain.join(parts), weights=data["count"], minlength=self.domain.size).astype(np.int64)
+        return np.bincount(product.join(parts), weights=data["count"], minlength=self.domain.size).astype(np.int64)
 
 
 def _adult_indices(part: Domain, name: str, column: str, labels: np.ndarray) -> np.ndarray:

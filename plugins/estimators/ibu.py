@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
 
@@ -109,7 +110,8 @@ class IBU(IntervalEstimator):
         # datasets, local priors) that model is wrong and its MLE is biased however many users
         # report. Each plan's users are one cohort's sample: estimate each, weight by size.
         parts = [(g.n, self._gibu(Observations(observations.domain, [g]))) for g in observations.groups]
-        theta = sum(n * part.distribution for n, part in parts) / observations.n
+        # an array: there are at least two groups, so sum's start (0) is added to one
+        theta = cast(np.ndarray, sum(n * part.distribution for n, part in parts) / observations.n)
         return Estimate(
             theta,
             iterations=max(part.iterations for _, part in parts),
@@ -145,7 +147,7 @@ class IBU(IntervalEstimator):
             stop=self.stop,
             tol=self.tol,
             accelerate=self.accelerate,
-            **({"smooth": binomial_smoothing} if self.smoothing == "ems" else {}),
+            smooth=binomial_smoothing if self.smoothing == "ems" else None,
         )
 
 

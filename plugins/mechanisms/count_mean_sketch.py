@@ -96,6 +96,8 @@ class SketchFamily(Mechanism):
     eps = Param("float", gt=0, le=700, doc="privacy level: the mechanism is eps-LDP")
     hashes = Param("int", 16, ge=1, doc="k, hash functions in the collector's fixed family")
     family_seed = Param("int", 0, ge=0, doc="seed the family of hash functions is drawn from")
+    #: m, buckets of each hash: a parameter of each sketch, documented there
+    buckets: int
 
     def _validate(self) -> None:
         if self.domain.size > PRIME:

@@ -15,7 +15,7 @@ is ``C(b, d)^-1 prod_i P(bit_i | [bucket(x) = j_i])``: a constant per report tim
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -43,7 +43,8 @@ class DBitFlipPM(MemoizedMechanism):
 
     name = "dbitflip"
     eps = Param("float", gt=0, le=700, doc="the level of the response (and of every number of rounds)")
-    buckets = Param("int", None, ge=2, doc="b, buckets of the values (default: one per value)")
+    # an int once built (_validate fills in the default)
+    buckets = cast("Param[int]", Param("int", None, ge=2, doc="b, buckets of the values (default: one per value)"))
     d = Param("int", 1, ge=1, doc="sampled buckets per user (at most b)")
     rounds = Param("int", 1, ge=1, le=10_000, doc="tau: reports per user, one per round (at most 10,000, as a plan)")
 

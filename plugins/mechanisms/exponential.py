@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ldpsim import (
+    Grid,
+    Integers,
     Mechanism,
     Param,
     Privacy,
@@ -57,17 +59,19 @@ class Exponential(Mechanism):
         if domain.name == "categorical":
             r = math.exp(-0.5 * self.eps)
             return np.full(z.size, -math.log1p((k - 1) * r)), constant_plus_column(z, k, r)
+        shape: tuple[int, ...]
         if domain.name == "integers":
             shape = (k,)
-            offsets = np.abs(np.arange(1.0 - k, k)) * domain.step
+            offsets = np.abs(np.arange(1.0 - k, k)) * Integers.of(domain).step
             cells = z[:, None]
         else:  # a grid: Euclidean distance between centres, in units of the cell side
-            shape = (domain.rows, domain.cols)
+            grid = Grid.of(domain)
+            shape = (grid.rows, grid.cols)
             i, j = np.meshgrid(
-                np.arange(1.0 - domain.rows, domain.rows), np.arange(1.0 - domain.cols, domain.cols), indexing="ij"
+                np.arange(1.0 - grid.rows, grid.rows), np.arange(1.0 - grid.cols, grid.cols), indexing="ij"
             )
-            offsets = np.hypot(i, j) * domain.cell
-            cells = np.column_stack(np.divmod(z, domain.cols))
+            offsets = np.hypot(i, j) * grid.cell
+            cells = np.column_stack(np.divmod(z, grid.cols))
         kernel = np.exp(-0.5 * self.eps * offsets)
         from scipy.signal import fftconvolve  # imported where used: scipy.signal takes ~1 s to import
 

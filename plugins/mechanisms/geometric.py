@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ldpsim import Mechanism, Param, Privacy, convolution_likelihood, hookimpl
+from ldpsim import Integers, Mechanism, Param, Privacy, convolution_likelihood, hookimpl
 
 if TYPE_CHECKING:  # scipy.sparse is imported where an operator is built: `ldpsim list` stays fast
     from scipy.sparse.linalg import LinearOperator
@@ -38,7 +38,7 @@ class Geometric(Mechanism):
     @property
     def _a(self) -> float:
         """eps * step: P(z|x) shrinks by e^-a per lattice step between z and x (alpha = e^-a)."""
-        return self.eps * self.domain.step
+        return self.eps * Integers.of(self.domain).step
 
     def _matrix(self) -> np.ndarray | None:
         if not self.truncate:

@@ -128,7 +128,7 @@ class HadamardResponse(Mechanism):
     def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         # A uniform output, moved to the other half if it is on the wrong side: XOR with the lowest set bit
         # of row x + 1 flips popcount(row & y)'s parity and maps each half onto the other one to one.
-        n = values.shape[0]
+        n: int = values.shape[0]
         rows = values + 1
         y = rng.integers(0, self.outputs, size=n, dtype=np.int64)
         inside = rng.random(n) < self.p

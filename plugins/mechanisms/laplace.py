@@ -6,13 +6,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ldpsim import Mechanism, Param, Privacy, convolution_likelihood, hookimpl
+from ldpsim import Integers, Mechanism, Param, Privacy, convolution_likelihood, hookimpl
 
 if TYPE_CHECKING:  # scipy.sparse is imported where an operator is built: `ldpsim list` stays fast
     from scipy.sparse.linalg import LinearOperator
 
 
-def laplace_mass(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def laplace_mass(lo: np.ndarray | float, hi: np.ndarray | float) -> np.ndarray:
     """P(lo < T < hi) for T with density e^-|t| / 2; bounds may be infinite.
 
     Never a difference of two CDF values (which cancels in the tails): an interval on one side of 0 is
@@ -28,7 +28,7 @@ def laplace_mass(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.where(lo >= 0, right, np.where(hi <= 0, left, around))
 
 
-def log_laplace_mass(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def log_laplace_mass(lo: np.ndarray | float, hi: np.ndarray | float) -> np.ndarray:
     """log P(lo < T < hi) of :func:`laplace_mass`, finite where the mass itself underflows to 0."""
     lo, hi = np.broadcast_arrays(np.asarray(lo, dtype=float), np.asarray(hi, dtype=float))
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -56,7 +56,7 @@ class Laplace(Mechanism):
     def _b(self) -> float:
         """eps * step in units of the noise scale; capped at 10^4, beyond which every cell but the
         nearest has mass e^-5000 = 0 in double precision, so that (m +- 1/2) b never overflows."""
-        return min(self.eps * self.domain.step, 1e4)
+        return min(self.eps * Integers.of(self.domain).step, 1e4)
 
     def _matrix(self) -> np.ndarray:
         # In units of 1/eps, value v_j's cell [v_j - step/2, v_j + step/2] is the noise interval
@@ -76,7 +76,7 @@ class Laplace(Mechanism):
         # The matrix's cells in log space, where e^-(eps d) underflows for eps d beyond ~745 (b capped so that
         # (m + 1/2) b stays a double for 10^8 values).
         k = self.domain.size
-        b = min(self.eps * self.domain.step, 1e299)
+        b = min(self.eps * Integers.of(self.domain).step, 1e299)
         m = np.arange(k, dtype=float)
         offsets = np.abs(m[:, None] - m[None, :])
         out = log_laplace_mass((offsets - 0.5) * b, (offsets + 0.5) * b)
@@ -108,7 +108,7 @@ class Laplace(Mechanism):
 
     def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         # Independent of the matrix, so the contract kit's chi-square test checks one against the other.
-        shift = rng.laplace(0.0, 1.0 / self.eps, size=values.shape[0]) / self.domain.step  # in steps
+        shift = rng.laplace(0.0, 1.0 / self.eps, size=values.shape[0]) / Integers.of(self.domain).step  # in steps
         nearest = np.rint(np.clip(values + shift, -1.0, self.domain.size))
         return np.clip(nearest, 0, self.domain.size - 1).astype(np.int64)[:, None]
 

@@ -169,12 +169,16 @@ class BinaryLIP(LIP):
     @property
     def q0(self) -> float:
         """P(Y=1 | X=0) (eq. 15)."""
-        return float(self.matrix[0, 1])
+        m = self.matrix
+        assert m is not None  # finitely many outputs: never None
+        return float(m[0, 1])
 
     @property
     def q1(self) -> float:
         """P(Y=0 | X=1) (eq. 15)."""
-        return float(self.matrix[1, 0])
+        m = self.matrix
+        assert m is not None  # finitely many outputs: never None
+        return float(m[1, 0])
 
 
 @hookimpl

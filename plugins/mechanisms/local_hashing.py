@@ -128,6 +128,8 @@ def hash_hit_halfwords(a: np.ndarray, b: np.ndarray, y: np.ndarray, size: int, g
         d = d.reshape(2, 8, 2 * m)
         cj = _mod_prime(starts * _mod_prime(ai * 32) + bi).astype(np.uint32)  # (blocks, m): C_j
         threshold = np.repeat(np.uint32(PRIME) - cj, 2, axis=1)  # carry where D_l >= P - C_j
+        d_mod: np.ndarray
+        target: np.ndarray
         if power_of_two:  # a mask, not a division (y - C_j wraps modulo 2^32, a multiple of g)
             d_mod, target = d & np.uint32(g - 1), (yi.astype(np.uint32) - cj) & np.uint32(g - 1)
         else:
@@ -137,7 +139,7 @@ def hash_hit_halfwords(a: np.ndarray, b: np.ndarray, y: np.ndarray, size: int, g
         for j0 in range(0, blocks, step):
             j1 = min(j0 + step, blocks)
             hit = np.greater_equal(d, threshold[j0:j1, None, None, :])  # (j, h, t, 2 m)
-            low = hit.view(np.uint8) if low_type is np.uint8 else hit.astype(low_type)
+            low: np.ndarray = hit.view(np.uint8) if low_type is np.uint8 else hit.astype(low_type)
             if c != 1:
                 low *= low_type(c)
             low += d_mod
@@ -198,7 +200,8 @@ class LocalHashing(Mechanism):
 
     # ------------------------------------------------------------- contract
     def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        n, g = values.shape[0], self.buckets
+        n: int = values.shape[0]
+        g = self.buckets
         a = rng.integers(1, PRIME, size=n, dtype=np.int64)
         b = rng.integers(0, PRIME, size=n, dtype=np.int64)
         h = universal_hash(a, b, values, g)

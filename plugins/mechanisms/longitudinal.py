@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -65,7 +65,11 @@ class Memoized(MemoizedMechanism):
         ("str", "strings"), "krr", doc="the instantaneous mechanism, or one per round (on the permanent outputs)"
     )
     eps_instantaneous = Param(("float", "vector"), gt=0, doc="eps of the instantaneous stage, or one per round")
-    rounds = Param("int", None, ge=1, doc="tau: reports per user, one per round (default: the stages given, or 1)")
+    # an int once built (_stages fills in the default): typed so, as MemoizedMechanism.rounds is
+    rounds = cast(
+        "Param[int]",
+        Param("int", None, ge=1, doc="tau: reports per user, one per round (default: the stages given, or 1)"),
+    )
 
     def _stages(self) -> tuple[Mechanism, Sequence[Mechanism]]:
         registry = get_registry()
@@ -256,10 +260,11 @@ class HashedChannel(Mechanism):
         return Privacy("ldp", math.log(self.p * (self.g - 1) / (1 - self.p)))
 
     def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        seeds = rng.integers(PRIME, PRIME * PRIME, size=values.shape[0])  # a >= 1
+        n: int = values.shape[0]
+        seeds = rng.integers(PRIME, PRIME * PRIME, size=n)  # a >= 1
         hv = _hash(seeds, values, self.g)
-        keep = rng.random(values.shape[0]) < self.p
-        other = (hv + 1 + rng.integers(0, self.g - 1, size=values.shape[0])) % self.g
+        keep = rng.random(n) < self.p
+        other = (hv + 1 + rng.integers(0, self.g - 1, size=n)) % self.g
         return np.column_stack([seeds, np.where(keep, hv, other)])
 
     def _log_likelihood(self, reports: np.ndarray) -> np.ndarray:
@@ -310,7 +315,11 @@ class LOLOHA(MemoizedMechanism):
     eps_inf = Param("float", gt=0, le=700, doc="eps of the permanent k-RR on the hash values (memoization bound)")
     eps_1 = Param("float", gt=0, doc="eps of one report (< eps_inf)")
     rounds = Param("int", 1, ge=1, le=10_000, doc="tau: reports per user, one per round (at most 10,000, as a plan)")
-    g = Param("int", None, ge=2, doc="number of hash values (default: LOLOHA's optimal g for eps_inf, eps_1)")
+    # an int once built (_validate fills in the default)
+    g = cast(
+        "Param[int]",
+        Param("int", None, ge=2, doc="number of hash values (default: LOLOHA's optimal g for eps_inf, eps_1)"),
+    )
     published = Param("bool", False, doc="p2 from the L-GRR paper's closed form (one report is then below eps_1)")
 
     def _validate(self) -> None:
@@ -348,12 +357,13 @@ class LOLOHA(MemoizedMechanism):
         return self.inner.privacy_over_time.eps_tau
 
     def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        seeds = rng.integers(PRIME, PRIME * PRIME, size=values.shape[0])
+        n: int = values.shape[0]
+        seeds = rng.integers(PRIME, PRIME * PRIME, size=n)
         y = self.inner.sample(_hash(seeds, values, self.g), rng)
-        out = np.empty((values.shape[0], self.rounds, 2), dtype=np.int64)
+        out = np.empty((n, self.rounds, 2), dtype=np.int64)
         out[:, :, 0] = seeds[:, None]
         out[:, :, 1] = y
-        return out.reshape(values.shape[0], self.report_width)
+        return out.reshape(n, self.report_width)
 
     def _split(self, reports: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         pairs = reports.reshape(reports.shape[0], self.rounds, 2)

@@ -43,8 +43,10 @@ class MatrixMechanism(Mechanism):
     @property
     def privacy(self) -> Privacy:
         # An explicit matrix claims exactly the LDP level it has (inf if a column mixes 0 and > 0).
+        m = self.matrix
+        assert m is not None  # finitely many outputs: never None
         with np.errstate(divide="ignore"):
-            return Privacy("ldp", ldp_level(np.log(self.matrix).T))
+            return Privacy("ldp", ldp_level(np.log(m).T))
 
     def _matrix(self) -> np.ndarray:
         return self.rows / self.rows.sum(axis=1, keepdims=True)

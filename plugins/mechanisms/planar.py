@@ -121,7 +121,7 @@ class _Planar(Mechanism):
     def _validate(self) -> None:
         if self.window is None:
             return
-        grid: Grid = self.domain  # type: ignore[assignment]
+        grid = self._grid
         w = self.window
         if w.size != 4 or not np.all(w == np.round(w)):
             raise ParameterError(
@@ -144,16 +144,21 @@ class _Planar(Mechanism):
         return Privacy("geo", self.eps)
 
     @property
+    def _grid(self) -> Grid:
+        """The domain, typed as the grid ``domain_kinds`` makes it."""
+        return Grid.of(self.domain)
+
+    @property
     def _window(self) -> tuple[int, int, int, int]:
         if self.window is None:
-            return 0, 0, self.domain.rows, self.domain.cols
+            return 0, 0, self._grid.rows, self._grid.cols
         r0, c0, wr, wc = (int(v) for v in self.window)
         return r0, c0, wr, wc
 
     @property
     def _a(self) -> float:
         """eps per cell: the noise decays as e^(-a r) with r in cells."""
-        return self.eps * self.domain.cell
+        return self.eps * self._grid.cell
 
     def output_labels(self) -> list[str]:
         r0, c0, wr, wc = self._window
@@ -172,7 +177,7 @@ class _Planar(Mechanism):
 
     @cached_property
     def _kernel(self) -> np.ndarray:
-        return self._kernel_at((self.domain.rows, self.domain.cols))
+        return self._kernel_at((self._grid.rows, self._grid.cols))
 
     @cached_property
     def _kernels(self) -> dict[tuple[int, ...], np.ndarray]:
@@ -185,7 +190,7 @@ class _Planar(Mechanism):
         return self._kernels[extent]
 
     def _matrix(self) -> np.ndarray:
-        return clamped_matrix(self._kernel, self.domain.rows, self.domain.cols, self._window)
+        return clamped_matrix(self._kernel, self._grid.rows, self._grid.cols, self._window)
 
     def _output_count(self) -> int:
         return self._window[2] * self._window[3]
@@ -193,7 +198,7 @@ class _Planar(Mechanism):
     def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
         """(shift, H) as a 2-D FFT convolution with the kernel, clamped to the window: no |X| x |Z| matrix."""
         r0, c0, wr, wc = self._window
-        grid = (self.domain.rows, self.domain.cols)
+        grid = (self._grid.rows, self._grid.cols)
         return convolution_likelihood(self._kernel, grid, self._report_cells(reports), start=(r0, c0), window=(wr, wc))
 
     def _report_cells(self, reports: np.ndarray) -> np.ndarray:
@@ -210,7 +215,7 @@ class _Planar(Mechanism):
         r0, c0, wr, wc = self._window
         return box_convolution_likelihood(
             self._kernel_at,
-            (self.domain.rows, self.domain.cols),
+            (self._grid.rows, self._grid.cols),
             self._report_cells(reports),
             support,
             start=(r0, c0),
@@ -231,7 +236,7 @@ class _Planar(Mechanism):
         # is exact (ConvolutionOperator.restricted); 004 Prop. 8.3's hull-plus-delta region is smaller
         # inside the box's corners but not beyond its sides, where this argument is exact.
         r0, c0, wr, wc = self._window
-        rows, cols = self.domain.rows, self.domain.cols
+        rows, cols = self._grid.rows, self._grid.cols
         row, col = self._report_cells(reports).T
         mask_rows = _likely_range(row, wr, r0, rows)
         mask_cols = _likely_range(col, wc, c0, cols)
@@ -240,7 +245,7 @@ class _Planar(Mechanism):
     def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         r0, c0, wr, wc = self._window
         di, dj = self._offsets(values.shape[0], rng)
-        row, col = np.divmod(values, self.domain.cols)
+        row, col = np.divmod(values, self._grid.cols)
         row = np.clip(row + di, r0, r0 + wr - 1) - r0
         col = np.clip(col + dj, c0, c0 + wc - 1) - c0
         return (row * wc + col)[:, None]
@@ -278,7 +283,7 @@ class PlanarGeometric(_Planar):
 
     def _validate(self) -> None:
         super()._validate()
-        grid: Grid = self.domain  # type: ignore[assignment]
+        grid = self._grid
         if lattice_radius(self._a, grid.rows, grid.cols) > MAX_LATTICE_RADIUS:
             lo, hi = self._a, 1.0  # the radius decreases with a: bisect for the smallest a within the limit
             for _ in range(60):
@@ -377,14 +382,14 @@ def planar_laplace_mass(
     density at the origin costs nothing: rays start there.
     """
     x0, x1, y0, y1 = (np.ravel(np.asarray(v, dtype=float)) for v in np.broadcast_arrays(x0, x1, y0, y1))
-    cuts = [np.zeros(x0.size), np.full(x0.size, 2 * np.pi)] + [np.full(x0.size, k * np.pi / 2) for k in (1, 2, 3)]
+    angles = [np.zeros(x0.size), np.full(x0.size, 2 * np.pi)] + [np.full(x0.size, k * np.pi / 2) for k in (1, 2, 3)]
     for x in (x0, x1):
         for y in (y0, y1):
             finite = np.isfinite(x) & np.isfinite(y)
-            cuts.append(
+            angles.append(
                 np.where(finite, np.mod(np.arctan2(np.where(finite, y, 0), np.where(finite, x, 1)), 2 * np.pi), 0)
             )
-    cuts = np.sort(np.stack(cuts, axis=1), axis=1)
+    cuts = np.sort(np.stack(angles, axis=1), axis=1)
     start, length = cuts[:, :-1], np.diff(cuts, axis=1)
 
     def crossing(k: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -160,7 +160,8 @@ class RapporDeployed(MemoizedMechanism):
 
     # ------------------------------------------------------------ contract
     def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        n, m, tau = values.shape[0], self.bits, self.rounds
+        n: int = values.shape[0]
+        m, tau = self.bits, self.rounds
         cohort = rng.integers(0, self.cohorts, size=n)
         out = np.empty((n, tau, self.round_width), dtype=np.int64)
         out[:, :, 0] = cohort[:, None]

@@ -294,7 +294,7 @@ class RSFD(TupleMechanism):
 
     def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         xs = self.domain.split(values)
-        n = values.shape[0]
+        n: int = values.shape[0]
         chosen = rng.integers(len(self._built), size=n)
         out = np.empty((n, self.report_width), dtype=np.int64)
         for j, (p, cols) in enumerate(zip(self._built, self.side_by_side())):

@@ -41,13 +41,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from functools import cached_property
-from typing import Any
+from typing import cast
 
 import numpy as np
 
 from ldpsim import (
+    Domain,
     Integers,
     Mechanism,
+    NumericMechanism,
     Param,
     ParameterError,
     Privacy,
@@ -61,7 +63,7 @@ from ldpsim import (
 
 
 # ------------------------------------------------------------------ shared geometry
-def _integer_parts(domain: Any) -> tuple[Integers, ...]:
+def _integer_parts(domain: Domain) -> tuple[Integers, ...]:
     """The attributes of a product domain of integers (a ParameterError naming the field otherwise)."""
     if not isinstance(domain, Product):
         raise ParameterError(
@@ -70,7 +72,7 @@ def _integer_parts(domain: Any) -> tuple[Integers, ...]:
     domain.require_attribute_kinds(
         ("integers",), field="domain", hint="vector mean mechanisms need numeric (integers) attributes"
     )
-    return tuple(domain.parts)  # type: ignore[arg-type]
+    return tuple(Integers.of(part) for part in domain.parts)
 
 
 def attribute_inputs(part: Integers) -> np.ndarray:
@@ -287,8 +289,10 @@ class _Sampling(_VectorMean, TupleMechanism):
         if self.k > d:
             raise ParameterError(f"k = {self.k} exceeds the {d} attributes", field="k", hint=f"use k <= {d}")
         registry = get_registry()
-        self._built = tuple(
-            self.build_part(j, {"mechanism": self.part, "eps": self.part_eps}, "eps", registry) for j in range(d)
+        # `part` names a numeric mechanism (every subclass sets it): parts have midpoints and outputs
+        self._built: tuple[NumericMechanism, ...] = tuple(
+            cast(NumericMechanism, self.build_part(j, {"mechanism": self.part, "eps": self.part_eps}, "eps", registry))
+            for j in range(d)
         )
         self.report_width = 2 * d
 
@@ -361,8 +365,8 @@ class _Sampling(_VectorMean, TupleMechanism):
         for j, part in enumerate(self._built):
             rows = np.flatnonzero(reports[:, d + j] == 1)
             cells = reports[rows, j]
-            part.require_outputs(cells, part.midpoints.size)  # type: ignore[attr-defined]
-            t[rows, j] = part.midpoints[cells] * d / k  # type: ignore[attr-defined]
+            part.require_outputs(cells, part.midpoints.size)
+            t[rows, j] = part.midpoints[cells] * d / k
         return self._to_values(t)
 
     def mean_variances(self, theta: np.ndarray, *, continuous: bool = False) -> np.ndarray:
@@ -377,9 +381,10 @@ class _Sampling(_VectorMean, TupleMechanism):
         _, _, scales = self._geometry
         out = []
         for part, (f, t) in zip(self._built, self._t_columns(theta)):
-            left, right = part.outputs  # type: ignore[attr-defined]
-            m = part.midpoints  # type: ignore[attr-defined]
+            left, right = part.outputs
+            m = part.midpoints
             second = m**2 + ((right - left) ** 2 / 12 if continuous else 0.0)
+            assert part.matrix is not None  # a numeric part has finitely many outputs
             ey2 = part.matrix @ second
             out.append(f @ (d / k * ey2 - t**2))
         return np.array(out) * scales**2

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import Any, cast
 
 import numpy as np
 
@@ -53,6 +54,7 @@ class AverageMSE(Metric):
             )
 
     def _compute(self, estimate: np.ndarray, truth: np.ndarray, domain: Domain) -> float:
+        assert self.users is not None  # check_domain refused a metric without users
         diff = estimate - truth
         if self.aggregate == "histogram":
             return self.users * float(diff @ diff)
@@ -163,14 +165,19 @@ def optimal_cip_mse(eps: float, users: int, priors: tuple[float, ...], grid: int
         # variable s * n_k + k; row k of each block: sum_s coef[s] J[s, k] <= 0
         rows.append(sparse.kron(np.atleast_2d(lo - a[keep]), sparse.eye(n_k)))
         rows.append(sparse.kron(np.atleast_2d(a[keep] - hi), sparse.eye(n_k)))
-    a_eq = sparse.vstack(
-        [
-            sparse.kron(sparse.eye(n_s), np.ones((1, n_k))),
-            sparse.hstack([sparse.diags(s - means) for s in keep.astype(float)]),
-        ]
+    # scipy-stubs types a stack of mixed sparse formats as their base class; it is a coo_matrix
+    a_eq = cast(
+        "sparse.coo_matrix[Any]",
+        sparse.vstack(
+            [
+                sparse.kron(sparse.eye(n_s), np.ones((1, n_k))),
+                sparse.hstack([sparse.diags(s - means) for s in keep.astype(float)]),
+            ]
+        ),
     ).tocsr()
     a_ub = sparse.vstack(rows).tocsr()
-    result = linprog(
+    # HiGHS takes sparse constraint matrices, which scipy-stubs' linprog does not declare
+    result = linprog(  # type: ignore[call-overload]
         -np.tile(means**2, n_s),
         A_ub=a_ub,
         b_ub=np.zeros(a_ub.shape[0]),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldpsim import Domain, Metric, hookimpl
+from ldpsim import Domain, Integers, Metric, hookimpl
 
 
 class TotalVariation(Metric):
@@ -43,7 +43,7 @@ class EarthMovers(Metric):
 
     def _compute(self, estimate: np.ndarray, truth: np.ndarray, domain: Domain) -> float:
         if domain.name == "integers":
-            return np.abs(np.cumsum(estimate - truth)).sum() * domain.step
+            return np.abs(np.cumsum(estimate - truth)).sum() * Integers.of(domain).step
         if domain.name == "categorical":
             return 0.5 * np.abs(estimate - truth).sum()  # every move costs 1: EMD = TV
         import ot  # POT: exact optimal transport; imported only when a grid needs it
