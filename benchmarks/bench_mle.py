@@ -26,7 +26,7 @@ import numpy as np
 
 import ldpsim
 from ldpsim import Grid, Integers, Observations
-from ldpsim.running.simulation import sample_cohort
+from ldpsim.theory.sampling import sample_cohort
 
 
 def _mech(name, domain, **params):  # noqa: ANN001, ANN003

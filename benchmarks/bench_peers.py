@@ -29,7 +29,7 @@ import numpy as np
 
 import ldpsim
 from ldpsim import Integers, Observations
-from ldpsim.running.simulation import counted, sample_cohort
+from ldpsim.theory.sampling import counted, sample_cohort
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:

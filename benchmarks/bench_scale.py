@@ -29,7 +29,7 @@ import numpy as np
 import ldpsim
 from ldpsim import Grid, Integers, Observations
 from ldpsim.base.memory import MemoryLimitError
-from ldpsim.running.simulation import sample_cohort
+from ldpsim.theory.sampling import sample_cohort
 
 #: k * n above which OUE's plain-EM row is skipped (its passes over ~n distinct bit vectors take minutes)
 SLOW_PASSES = 10**8

@@ -15,7 +15,7 @@ import numpy as np
 
 import ldpsim
 from ldpsim import Integers
-from ldpsim.running.simulation import sample_cohort
+from ldpsim.theory.sampling import sample_cohort
 
 
 def main() -> None:

@@ -42,17 +42,12 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
     from .estimation.unbiased import count_estimate_variance, plan_matrix, unbiased_estimate
     from .estimation.uncertainty import Uncertainty, bootstrap_uncertainty, mle_uncertainty, unbiased_uncertainty
     from .model.bitvectors import WORD_BITS, BitVectorMechanism, bernoulli_words, set_bit_counts
+    from .model.capabilities import Capabilities
     from .model.dataset import Dataset
     from .model.domains import Categorical, Domain, Grid, Integers, OnDomain, Product, make_domain, parse_domain
-    from .model.mechanism import ROW_SUM_TOL, STRUCTURED_MIN_SIZE, Capabilities, Mechanism
-    from .model.memoized import (
-        MatrixChannel,
-        MemoizedMechanism,
-        MemoizedUnary,
-        PrivacyOverTime,
-        UnaryChannel,
-        output_domain,
-    )
+    from .model.mechanism import ROW_SUM_TOL, STRUCTURED_MIN_SIZE, Mechanism
+    from .model.memoized import MatrixChannel, MemoizedMechanism, PrivacyOverTime, output_domain
+    from .model.memoized_unary import MemoizedUnary, UnaryChannel
     from .model.metric import Metric
     from .model.numeric import (
         BandMechanism,
@@ -75,11 +70,10 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
     from .results.marginals import marginals
     from .results.scores import scores
     from .results.summary import ScoreWarning
-    from .running.audit import audit_mechanism
     from .running.plan import Plan, plan
     from .running.runner import run_scenario
     from .running.scenario import load_scenario
-    from .theory.audit import AuditReport, PathAudit, bayes_vulnerability
+    from .theory.audit import AuditReport, PathAudit, audit_mechanism, bayes_vulnerability
     from .theory.diagnostics import check_estimate, check_mechanism, mechanism_report, rr_parameters
 
 #: each public name and the module defining it, imported on first use (``import ldpsim`` stays light)
@@ -133,7 +127,7 @@ _LAZY: dict[str, str] = {
     "OnDomain": "model.domains",
     "make_domain": "model.domains",
     "parse_domain": "model.domains",
-    "Capabilities": "model.mechanism",
+    "Capabilities": "model.capabilities",
     "Mechanism": "model.mechanism",
     "ROW_SUM_TOL": "model.mechanism",
     "STRUCTURED_MIN_SIZE": "model.mechanism",
@@ -163,7 +157,7 @@ _LAZY: dict[str, str] = {
     "plan": "running.plan",
     "run_scenario": "running.runner",
     "load_scenario": "running.scenario",
-    "audit_mechanism": "running.audit",
+    "audit_mechanism": "theory.audit",
     "AuditReport": "theory.audit",
     "PathAudit": "theory.audit",
     "bayes_vulnerability": "theory.audit",
@@ -174,9 +168,9 @@ _LAZY: dict[str, str] = {
     "ROUND": "model.variables",
     "MatrixChannel": "model.memoized",
     "MemoizedMechanism": "model.memoized",
-    "MemoizedUnary": "model.memoized",
+    "MemoizedUnary": "model.memoized_unary",
     "PrivacyOverTime": "model.memoized",
-    "UnaryChannel": "model.memoized",
+    "UnaryChannel": "model.memoized_unary",
     "output_domain": "model.memoized",
     "binomial_smoothing": "estimation.engine",
     "constant_plus_intervals": "estimation.operators",

@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 import ldpsim
 from ldpsim import Categorical, Grid, Integers, ParameterError, Privacy, audit_mechanism, bayes_vulnerability
 from ldpsim.output.cli import app
-from ldpsim.theory.audit import AuditPath, audit_paths, reachable_bound, sampler_draws
+from ldpsim.theory.audit import AuditPath, audit_paths, sampler_draws
+from ldpsim.theory.audit_stats import reachable_bound
 
 runner = CliRunner()
 FOUR = Integers(low=0, high=3)

@@ -15,8 +15,8 @@ from helpers import make
 from scipy.stats import chi2
 
 from ldpsim import Categorical, Integers, ParameterError, ldp_level
-from ldpsim.running.simulation import counted
 from ldpsim.testing import check_estimate_variance, check_mechanism, check_parameters
+from ldpsim.theory.sampling import counted
 
 PRIME = (1 << 31) - 1
 

@@ -15,9 +15,9 @@ from scipy import stats
 import ldpsim
 from ldpsim import Integers, LdpsimError
 from ldpsim.base.memory import MemoryLimitError
-from ldpsim.running import simulation as sim
 from ldpsim.running.runner import simulate, tasks
 from ldpsim.running.scenario import load_scenario
+from ldpsim.theory import sampling as sim
 
 M = [[0.6, 0.3, 0.1], [0.2, 0.5, 0.3], [0.1, 0.1, 0.8]]
 

@@ -6,6 +6,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from ..base.hooks import overrides
 from ..base.memory import require_memory
 from .domains import OnDomain
 
@@ -72,16 +73,45 @@ class Dataset(OnDomain):
 
     def _sample_counts(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """Number of users per value; default: count :meth:`sample`'s values (same law, O(n) memory)."""
-        self._require_values(n)
+        self.require_values(n)
         return np.bincount(self.sample(n, rng), minlength=self.domain.size)
 
-    def _values_bytes(self, n: int) -> int:
-        """Bytes that drawing ``n`` values one by one takes (the values and their sorted copy)."""
+    @property
+    def draws_values(self) -> bool:
+        """Whether :meth:`sample_counts` draws a value per user (the default), its memory growing with the
+        users; False for a dataset that draws its counts directly (it overrides ``_sample_counts``)."""
+        return not overrides(type(self), Dataset, "_sample_counts")
+
+    def values_bytes(self, n: int) -> int:
+        """Bytes that drawing ``n`` values one by one takes (the values and their sorted copy).
+
+        Parameters
+        ----------
+        n
+            The number of users.
+
+        Returns
+        -------
+        int
+            What a simulation's memory check counts for a dataset that :attr:`draws_values`.
+        """
         return 2 * 8 * n
 
-    def _require_values(self, n: int) -> None:
+    def require_values(self, n: int) -> None:
+        """Refuse to draw ``n`` values one by one when they would not fit in memory.
+
+        Parameters
+        ----------
+        n
+            The number of users.
+
+        Raises
+        ------
+        MemoryLimitError
+            When :meth:`values_bytes` exceeds the memory available.
+        """
         require_memory(
-            self._values_bytes(n),
+            self.values_bytes(n),
             f"drawing the values of {n} users one by one from {self!r}",
             hint="use fewer users, or a dataset that draws counts per value (the synthetic ones do)",
         )

@@ -70,7 +70,7 @@ class Metric(Configurable):
         # checked once per domain, not per call: a sweep scores thousands of estimates on one domain, and the
         # check was a quarter of a call. Remembered by the domain's cached identity, which the domain forgets
         # when it changes, and forgotten here when a parameter is set (``_DERIVED``)
-        seen = domain._identity()
+        seen = domain.identity()
         if self.__dict__.get("_checked_domain") is not seen:
             self.check_domain(domain)
             self.__dict__["_checked_domain"] = seen

@@ -185,7 +185,7 @@ class Param(Generic[T]):
             text += " " + ", ".join(bounds)
         if self.choices:
             text += " in {" + ", ".join(self.choices) + "}"
-        text += " (required)" if self.required else f" = {_show(self.default)}"
+        text += " (required)" if self.required else f" = {short_repr(self.default)}"
         return text
 
     def validate(self, value: Any) -> Any:
@@ -199,7 +199,7 @@ class Param(Generic[T]):
             except _KindMismatch as exc:
                 errors.append(str(exc))
         raise ParameterError(
-            f"expected {' or '.join(errors)}, got {_show(value)}",
+            f"expected {' or '.join(errors)}, got {short_repr(value)}",
             field=self.name,
             hint=f"give {self.name} as {_example(self.kinds[0])}",
         )
@@ -220,7 +220,7 @@ class Param(Generic[T]):
                 # A scalar shows as given (an integer parameter's 0, not 0.0).
                 bad = value if arr.ndim == 0 else float(arr[~ok(arr, bound)].flat[0])
                 raise ParameterError(
-                    f"must be {symbol} {bound:g}, got {_show(bad)}",
+                    f"must be {symbol} {bound:g}, got {short_repr(bad)}",
                     field=self.name,
                     hint=f"choose {self.name} {symbol} {bound:g}",
                 )
@@ -379,7 +379,19 @@ def _example(kind: str) -> str:
     }[kind]
 
 
-def _show(value: Any) -> str:
+def short_repr(value: Any) -> str:
+    """``repr(value)`` cut to 40 characters (arrays as lists), for parameter values in messages and reprs.
+
+    Parameters
+    ----------
+    value
+        Any value.
+
+    Returns
+    -------
+    str
+        The repr, ending in ``...`` where it was cut.
+    """
     if isinstance(value, np.ndarray):
         value = value.tolist()
     text = repr(value)
@@ -480,10 +492,19 @@ class Configurable:
     def _key(self) -> tuple:
         return (type(self), tuple((k, _freeze(v)) for k, v in self.get_params().items()))
 
-    def _identity(self) -> tuple[tuple, int]:
-        """(:meth:`_key`, its hash), computed once: plugins are hashed as cache keys thousands of times per
-        sweep (freezing their arrays each time was a tenth of a sweep of millisecond runs). Setting any
-        attribute forgets it (see :meth:`__setattr__`), so a changed instance is never found by its old key."""
+    def identity(self) -> tuple[tuple, int]:
+        """This instance's key (its class and frozen parameters) and the key's hash, computed once.
+
+        Plugins are hashed as cache keys thousands of times per sweep (freezing their arrays each time was
+        a tenth of a sweep of millisecond runs). Setting any attribute forgets it, so a changed instance is
+        never found by its old key, and a caller that keeps the returned tuple knows, by comparing it with
+        ``is``, whether the instance is unchanged since.
+
+        Returns
+        -------
+        tuple
+            ``(key, hash(key))``, equal for equal instances.
+        """
         cached = self.__dict__.get("_identity_cache")
         if cached is None:
             key = self._key()
@@ -500,12 +521,12 @@ class Configurable:
         if type(other) is not type(self):
             return False
         assert isinstance(other, Configurable)
-        mine, theirs = self._identity(), other._identity()
+        mine, theirs = self.identity(), other.identity()
         return mine[1] == theirs[1] and mine[0] == theirs[0]
 
     def __hash__(self) -> int:
-        return self._identity()[1]
+        return self.identity()[1]
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={_show(v)}" for k, v in self.get_params().items())
+        args = ", ".join(f"{k}={short_repr(v)}" for k, v in self.get_params().items())
         return f"{self.name or type(self).__name__}({args})"

@@ -151,8 +151,8 @@ def audit(
     from ..base.errors import ParameterError
     from ..model.domains import parse_domain
     from ..plugin.registry import get_registry
-    from ..running.audit import audit_mechanism
     from ..running.scenario import parse_override
+    from ..theory.audit import audit_mechanism
 
     with user_errors():
         dom = parse_domain(domain)

@@ -15,8 +15,9 @@ from dataclasses import fields
 from typing import Any
 
 from ..base.errors import LdpsimError, did_you_mean
+from ..model.capabilities import Capabilities
 from ..model.domains import Categorical, Domain, Grid, Integers
-from ..model.mechanism import Capabilities, Mechanism
+from ..model.mechanism import Mechanism
 from ..model.params import Param
 from ..plugin.registry import KINDS, Entry, Registry
 

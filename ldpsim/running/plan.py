@@ -50,7 +50,8 @@ from ..model.dataset import Dataset
 from ..model.domains import Domain, parse_domain
 from ..model.mechanism import Mechanism
 from ..plugin.registry import Registry, get_registry
-from .simulation import cohort_group, stream
+from ..theory.sampling import cohort_group
+from .simulation import stream
 
 ERRORS = ("tv", "l2", "max", "halfwidth")
 METHODS = ("auto", "analytic", "simulation")

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model.params import Configurable, _show
+from ..model.params import Configurable, short_repr
 from ..plugin.registry import Entry, get_registry
 from .build import Builder, Setup
 from .paths import parse_path, related
@@ -252,5 +252,5 @@ def _relative(text: str, plugin: Configurable, base_dir: Path) -> str:
     for key, param in plugin.parameters().items():
         value = getattr(plugin, key, None)
         if "path" in param.kinds and isinstance(value, Path) and value.is_relative_to(base_dir):
-            text = text.replace(_show(value), _show(value.relative_to(base_dir)))
+            text = text.replace(short_repr(value), short_repr(value.relative_to(base_dir)))
     return text.replace(f"{base_dir}{os.sep}", "")

@@ -1,29 +1,16 @@
-"""Simulating a population from its value counts, at a cost independent of the number of users where possible.
+"""A run's random streams, and the memory its simulation needs, checked before anything is drawn.
 
-Users are exchangeable and the collector only sees aggregated reports, so a
-cohort is fully described by how many of its users hold each value. Splitting
-the value counts among cohorts with sequential multivariate hypergeometric
-draws has the law of assigning users to cohorts by a uniformly random
-permutation. A cohort whose users send one report through a mechanism with a
-finite matrix M gets its report counts as ``sum_x Multinomial(c_x, M[x])``:
-O(|X| |Z|) work whatever the number of users, or less when the mechanism draws
-that law itself (:meth:`Mechanism.sample_counts`; k-RR in O(|X|)). Other cohorts (several reports,
-no matrix, or a matrix too large to use) expand their values in bounded chunks
-and use the mechanisms' vectorized samplers.
+The simulation itself (value counts split among cohorts, each cohort's reports drawn as counts where
+its mechanism allows) is :mod:`ldpsim.theory.sampling`; what is here depends on a run: the seed
+streams its draws come from, and the preflight of a setup's datasets and cohorts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
-from ..base.errors import ParameterError
-from ..base.hooks import overrides
-from ..base.memory import MemoryLimitError, require_memory
-from ..estimation.observations import ReportGroup, plan_width, sum_equal_rows, unique_rows
-from ..model.dataset import Dataset
-from ..model.mechanism import Mechanism
+from ..base.memory import require_memory
+from ..theory.sampling import counted, per_user_bytes, require_per_user
 from .build import Setup
 from .expected import expected_bytes
 
@@ -37,170 +24,13 @@ def stream(seed: int, *key: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
 
 
-#: the count path is considered for domains up to this size (the matrix is built to find |Z|)
-MAX_COUNT_DOMAIN = 4096
-#: and used when the matrix has at most this many cells (128 MB of float64)
-MAX_COUNT_CELLS = 1 << 24
-#: integers per temporary block (report chunk, multinomial draws): 32 MB of int64
-CHUNK_INTS = 1 << 22
-#: the most reports a run draws one user at a time (cohorts that are not simulated by counts); a run
-#: beyond it would take hours, so it is refused before anything is drawn
-MAX_PER_USER_DRAWS = 10**10
-#: numpy's hypergeometric sampler needs populations below this size
-MAX_HYPERGEOMETRIC = 10**9
-
-
-def split_counts(counts: np.ndarray, sizes: Sequence[int], rng: np.random.Generator) -> list[np.ndarray]:
-    """Value counts of groups of the given sizes, drawn without replacement from ``counts``.
-
-    Same law as cutting a uniformly random permutation of the users into
-    consecutive groups; ``sum(sizes)`` must equal ``counts.sum()``.
-    """
-    left = np.array(counts, dtype=np.int64)
-    if sum(sizes) != int(left.sum()):
-        raise ValueError(f"group sizes sum to {sum(sizes)}, the counts to {int(left.sum())}")
-    parts = []
-    for size in sizes[:-1]:
-        if size == 0 or size == int(left.sum()):
-            part = np.zeros_like(left) if size == 0 else left.copy()
-        else:
-            if int(left.sum()) >= MAX_HYPERGEOMETRIC:
-                raise ParameterError(
-                    f"{int(left.sum())} users are too many to split among cohorts (numpy's hypergeometric sampler"
-                    f" stops below {MAX_HYPERGEOMETRIC})",
-                    field="users",
-                    hint="use fewer users or a single cohort",
-                )
-            part = rng.multivariate_hypergeometric(left, size, method="marginals")
-        left = left - part
-        parts.append(part)
-    parts.append(left)
-    return parts
-
-
-def count_matrix(mech: Mechanism) -> np.ndarray | None:
-    """The matrix the count path samples from, or None when a single report must be sampled per user.
-
-    Decided from the mechanism alone, never from what happens to be cached, so
-    a task's random streams do not depend on which tasks a worker ran before.
-    """
-    if mech.report_width != 1 or mech.domain.size > MAX_COUNT_DOMAIN:
-        return None
-    try:
-        m = mech.matrix
-    except MemoryLimitError:
-        return None
-    if m is None or m.size > MAX_COUNT_CELLS:
-        return None
-    return m
-
-
-def sample_cohort(
-    plan: Sequence[Mechanism], counts: np.ndarray, rngs: Sequence[np.random.Generator]
-) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct report tuples and their counts for users holding each value ``counts[x]`` times.
-
-    ``rngs`` has one generator per report of the plan.
-    """
-    counts = np.asarray(counts, dtype=np.int64)
-    if counted(plan, int(counts.sum())):
-        total = plan[0].sample_counts(counts, rngs[0])  # the mechanism's own count sampler, if it has one
-        if total is not None:
-            z = np.flatnonzero(total)
-            return z[:, None], total[z]
-        matrix = count_matrix(plan[0])
-        if matrix is not None:
-            return _count_reports(matrix, counts, rngs[0])
-    return _per_user_reports(plan, counts, rngs)
-
-
-def _count_reports(m: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    rows = np.flatnonzero(counts)
-    p = m[rows] / m[rows].sum(axis=1, keepdims=True)  # numpy wants rows summing to 1 within 1e-12
-    total = np.zeros(m.shape[1], dtype=np.int64)
-    step = max(1, CHUNK_INTS // m.shape[1])
-    for start in range(0, rows.shape[0], step):
-        block = slice(start, start + step)
-        total += rng.multinomial(counts[rows[block]], p[block]).sum(axis=0)
-    z = np.flatnonzero(total)
-    return z[:, None], total[z]
-
-
-def distinct_bound(plan: Sequence[Mechanism], users: int) -> int:
-    """Most distinct report tuples ``users`` users of the plan can send (every report distinct if unknown)."""
-    bound = 1
-    for mech in plan:
-        m = count_matrix(mech)
-        if m is None:
-            return users
-        bound *= m.shape[1]
-        if bound >= users:
-            return users
-    return bound
-
-
-def _per_user_reports(
-    plan: Sequence[Mechanism], counts: np.ndarray, rngs: Sequence[np.random.Generator]
-) -> tuple[np.ndarray, np.ndarray]:
-    users = int(counts.sum())
-    width = plan_width(plan)
-    _require_per_user(plan, users)
-    ends = np.cumsum(counts)
-    step = max(1, CHUNK_INTS // width)
-    parts = []
-    for start in range(0, users, step):
-        # the users start..stop-1, grouped by true value: user i holds the first x with ends[x] > i
-        values = np.searchsorted(ends, np.arange(start, min(start + step, users)), side="right")
-        samples = [mech.sample(values, rng) for mech, rng in zip(plan, rngs)]
-        reports = samples[0] if len(samples) == 1 else np.concatenate(samples, axis=1)
-        parts.append(unique_rows(reports))
-    if len(parts) == 1:
-        return parts[0]
-    return sum_equal_rows(np.concatenate([r for r, _ in parts]), np.concatenate([c for _, c in parts]))
-
-
-def counted(plan: Sequence[Mechanism], users: int) -> bool:
-    """Whether a cohort's reports are drawn as counts (else one per user): one report per user, at least
-    as many users as values, and a mechanism that draws its counts itself or has a usable matrix.
-
-    A mechanism declaring ``sample_counts`` whose hook then returns None, and has no usable matrix, is
-    simulated per user after all (that path checks its own memory).
-    """
-    if len(plan) != 1 or users < plan[0].domain.size:
-        return False
-    return plan[0].capabilities.sample_counts or count_matrix(plan[0]) is not None
-
-
-def per_user_bytes(plan: Sequence[Mechanism], users: int) -> int:
-    """Bytes of the distinct reports of ``users`` users of ``plan`` sampled one by one (and their sorted copy)."""
-    return 2 * 8 * plan_width(plan) * distinct_bound(plan, users)
-
-
-def _require_per_user(plan: Sequence[Mechanism], users: int) -> None:
-    width = plan_width(plan)
-    draws = users * len(plan)
-    if draws > MAX_PER_USER_DRAWS:
-        raise ParameterError(
-            f"{users:,} users x {len(plan)} reports each would be drawn one user at a time ({draws:.3g} reports),"
-            f" more than the {MAX_PER_USER_DRAWS:.0e} ldpsim simulates per run",
-            field="users",
-            hint="use fewer users, or one report per user through a mechanism with finitely many outputs (counted)",
-        )
-    require_memory(
-        per_user_bytes(plan, users),
-        f"the distinct reports of {users} users of {'+'.join(m.name for m in plan)}"
-        f" (at worst one per user, {width} integers each)",
-        hint="use fewer users, or a single report through a mechanism with finitely many outputs (simulated by counts)",
-    )
-
-
 def simulation_bytes(setup: Setup) -> int:
     """Bytes a simulation of ``setup`` allocates at most: what :func:`check_simulation_memory` checks, added up."""
     total = 0
     datasets = [(setup.dataset, setup.users)] + [(c.dataset, c.users) for c in setup.cohorts if c.dataset is not None]
     for dataset, users in datasets:
-        if not overrides(type(dataset), Dataset, "_sample_counts"):
-            total += dataset._values_bytes(users)
+        if dataset.draws_values:
+            total += dataset.values_bytes(users)
     for cohort in setup.cohorts:
         if cohort.users and cohort.observe == "expected":
             total += int(expected_bytes(cohort.plan))
@@ -213,8 +43,8 @@ def check_simulation_memory(setup: Setup) -> None:
     """Refuse a population whose simulation would not fit in memory, before drawing anything."""
     datasets = [(setup.dataset, setup.users)] + [(c.dataset, c.users) for c in setup.cohorts if c.dataset is not None]
     for dataset, users in datasets:
-        if not overrides(type(dataset), Dataset, "_sample_counts"):  # one value per user, then counted
-            dataset._require_values(users)
+        if dataset.draws_values:  # one value per user, then counted
+            dataset.require_values(users)
     for cohort in setup.cohorts:
         if cohort.users and cohort.observe == "expected":
             require_memory(
@@ -223,17 +53,4 @@ def check_simulation_memory(setup: Setup) -> None:
                 hint='use observe = "sampled", or fewer reports per user',
             )
         elif cohort.users and not counted(cohort.plan, cohort.users):
-            _require_per_user(cohort.plan, cohort.users)
-
-
-def cohort_group(
-    plan: Sequence[Mechanism],
-    counts: np.ndarray,
-    rngs: Sequence[np.random.Generator],
-    prior: np.ndarray | None = None,
-) -> ReportGroup | None:
-    """The aggregated reports of one cohort (None if it has no users), tagged with its known ``prior``."""
-    if not int(np.sum(counts)):
-        return None
-    reports, report_counts = sample_cohort(plan, counts, rngs)
-    return ReportGroup(tuple(plan), reports.astype(np.int64), report_counts.astype(np.int64), prior)
+            require_per_user(cohort.plan, cohort.users)

@@ -43,10 +43,11 @@ from ..model.variables import DOMAIN, Variable
 from ..plugin.registry import get_registry
 from ..results.noisy import noisy_distribution
 from ..results.variables import CORE, PRIVACY_LEVELS, declared
+from ..theory.sampling import cohort_group, split_counts
 from .build import Builder, Cohort, Setup
 from .expected import expected_group
 from .scenario import Scenario
-from .simulation import cohort_group, split_counts, stream
+from .simulation import stream
 from .sweep import Point
 
 

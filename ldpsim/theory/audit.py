@@ -42,6 +42,12 @@ divided by d. LIP claims hold under a prior, for the average user rather than
 every pair of inputs, so no pair of draws can refute them: they are not
 audited, and :func:`bayes_vulnerability` measures what an attacker gains
 instead.
+
+The two code paths. Reports come from a mechanism's sampler (:func:`sampler_draws`, what a
+deployment runs) and from the simulation's count path (:func:`count_draws`, the report counts
+:func:`ldpsim.theory.sampling.sample_cohort` draws without a report per user); :func:`audit_mechanism`
+audits both where the simulation uses both, :func:`audit_paths` any given paths. The statistics
+are :mod:`ldpsim.theory.audit_stats`.
 """
 
 from __future__ import annotations
@@ -59,6 +65,8 @@ from ..estimation.observations import unique_rows
 from ..model.domains import Domain
 from ..model.mechanism import Mechanism
 from ..model.privacy import Privacy
+from .audit_stats import draws_needed, ratio_bound, reachable, wilson_ratio_bound
+from .sampling import counted, sample_cohort
 
 #: decimals of log P(y|x) - log P(y|x') kept when deciding the event a report falls in
 RATIO_DECIMALS = 9
@@ -68,8 +76,6 @@ CHUNK = 1 << 22
 MIN_REACH = 0.5
 #: values whose pairs are audited by default, spread over a larger domain (the selection draws N from each)
 MAX_VALUES = 64
-#: distances tried when computing what draws can show for a geo claim
-MAX_SCALES = 64
 #: candidate events whose exact Clopper-Pearson bound is computed in the selection (the rest are ranked roughly)
 EXACT_CANDIDATES = 512
 #: blocks of at least this many distinct reports are reduced one likelihood column at a time
@@ -177,97 +183,6 @@ class AuditReport:
         return out
 
 
-# ---------------------------------------------------------------------------------------- the statistics
-def clopper_pearson(hits: np.ndarray, n: float, alpha: float) -> tuple[np.ndarray, np.ndarray]:
-    """One-sided Clopper-Pearson bounds on a binomial probability from ``hits`` of ``n``, each at level ``alpha``.
-
-    ``P(p < lower) <= alpha`` and ``P(p > upper) <= alpha``. Real-valued ``hits``
-    interpolate (used to compute what expected counts would show).
-    """
-    return _cp_lower(hits, n, alpha), _cp_upper(hits, n, alpha)
-
-
-def _cp_lower(hits: np.ndarray, n: float, alpha: float) -> np.ndarray:
-    from scipy.special import betaincinv  # here, not at import: `import ldpsim` stays fast
-
-    hits = np.asarray(hits, dtype=float)
-    with np.errstate(invalid="ignore"):
-        return np.where(hits > 0, betaincinv(hits, n - hits + 1, alpha), 0.0)
-
-
-def _cp_upper(hits: np.ndarray, n: float, alpha: float) -> np.ndarray:
-    from scipy.special import betaincinv  # here, not at import: `import ldpsim` stays fast
-
-    hits = np.asarray(hits, dtype=float)
-    with np.errstate(invalid="ignore"):
-        return np.where(hits < n, betaincinv(hits + 1, n - hits, 1 - alpha), 1.0)
-
-
-def ratio_bound(hits_x: np.ndarray, hits_y: np.ndarray, n: float, alpha: float) -> np.ndarray:
-    """Lower bound on log(P(S|x) / P(S|x')) from an event's hits among ``n`` draws of each (confidence 1 - 2 alpha)."""
-    with np.errstate(divide="ignore"):
-        return np.log(_cp_lower(hits_x, n, alpha)) - np.log(_cp_upper(hits_y, n, alpha))
-
-
-def _wilson_ratio_bound(hits_x: np.ndarray, hits_y: np.ndarray, n: float, alpha: float) -> np.ndarray:
-    """:func:`ratio_bound` with Wilson score bounds: a fast approximation, to rank candidate events."""
-    from scipy.special import ndtri  # here, not at import: `import ldpsim` stays fast
-
-    z = float(ndtri(1 - alpha))
-
-    def wilson(hits: np.ndarray, sign: float) -> np.ndarray:
-        p = hits / n
-        centre = p + z * z / (2 * n)
-        spread = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-        return (centre + sign * spread) / (1 + z * z / n)
-
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.nan_to_num(np.log(wilson(hits_x, -1.0)) - np.log(wilson(hits_y, 1.0)), nan=-np.inf)
-
-
-def reachable_bound(level: float, draws: int, alpha: float) -> float:
-    """The largest bound ``draws`` draws per value can show, from expected counts, for a pair at log-ratio ``level``.
-
-    The events of a pair at level L have ``P(S|x) <= e^L P(S|x')`` and, for the
-    complement, ``P(S|x') <= 1/(1 + e^L)``; the best is searched over those with
-    equality in the first (expected counts, Clopper-Pearson at ``alpha`` each side).
-    """
-    from scipy.special import expit  # here, not at import: `import ldpsim` stays fast
-
-    if level <= 0:
-        return 0.0
-    top = draws * float(expit(-level))  # expected hits of x' at the largest P(S|x')
-    hits_y = np.geomspace(min(1e-3, top), top, 400)
-    hits_x = np.minimum(hits_y * math.exp(min(level, 700.0)), draws)
-    return max(0.0, float(ratio_bound(hits_x, hits_y, draws, alpha).max()))
-
-
-def reachable(privacy: Privacy, domain: Domain, draws: int, alpha: float) -> float:
-    """:func:`reachable_bound` for a claim: per unit distance, best over the domain's distances, for a geo claim."""
-    if privacy.notion != "geo":
-        return reachable_bound(privacy.eps, draws, alpha)
-    distances = domain.distances
-    scales = np.unique(distances[distances > 0])
-    if scales.size > MAX_SCALES:  # the bound per unit distance varies smoothly with the distance
-        scales = scales[np.unique(np.linspace(0, scales.size - 1, MAX_SCALES).round().astype(int))]
-    return max(reachable_bound(privacy.eps * d, draws, alpha) / d for d in scales)
-
-
-def draws_needed(privacy: Privacy, domain: Domain, alpha: float, reach: float) -> int | None:
-    """Fewest draws per value (2 significant digits, rounded up) for which :func:`reachable` gets to ``reach``;
-    None beyond 10^15."""
-    lo, hi = 1, 2
-    while reachable(privacy, domain, hi, alpha) < reach:
-        lo, hi = hi, hi * 2
-        if hi > 10**15:
-            return None
-    while hi - lo > max(1, hi // 1000):
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if reachable(privacy, domain, mid, alpha) >= reach else (mid, hi)
-    scale = 10 ** max(0, len(str(hi)) - 2)
-    return -(-hi // scale) * scale
-
-
 # ------------------------------------------------------------------------------------------- draws
 def sampler_draws(
     mech: Mechanism, value: int, n: int, rng: np.random.Generator
@@ -281,6 +196,23 @@ def sampler_draws(
     step = max(1, CHUNK // mech.report_width)
     for start in range(0, n, step):
         yield _distinct(mech.sample(np.full(min(step, n - start), value, dtype=np.int64), rng))
+
+
+def count_draws(
+    mech: Mechanism, value: int, n: int, rng: np.random.Generator
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``n`` reports of ``value`` as the simulation draws a cohort of ``n`` users who all hold it."""
+    counts = np.zeros(mech.domain.size, dtype=np.int64)
+    counts[value] = n
+    yield sample_cohort([mech], counts, [rng])
+
+
+SAMPLER = AuditPath("sampler", "Mechanism.sample, per user", sampler_draws)
+COUNTS = AuditPath(
+    "counts",
+    "the simulation's report counts (the mechanism's count sampler, or multinomial rows of the matrix)",
+    count_draws,
+)
 
 
 def _distinct(reports: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -373,7 +305,7 @@ def _select(
     # the beta quantile costs microseconds: rank all candidates by the Wilson approximation, then take exact
     # Clopper-Pearson bounds for the best few (any rule on the selection draws keeps the bound valid)
     if keys.shape[0] > EXACT_CANDIDATES:
-        rough = _wilson_ratio_bound(hits[:, 0], hits[:, 1], draws, alpha) / scales
+        rough = wilson_ratio_bound(hits[:, 0], hits[:, 1], draws, alpha) / scales
         keep = np.argpartition(-rough, EXACT_CANDIDATES)[:EXACT_CANDIDATES]
         keep.sort()
         keys, ratios, hits, scales = keys[keep], ratios[keep], hits[keep], scales[keep]
@@ -507,6 +439,69 @@ def audit_paths(
         prior_name=prior_name,
         skipped=skipped,
         notes=tuple(notes),
+    )
+
+
+def audit_mechanism(
+    mech: Mechanism,
+    *,
+    draws: int = 10**6,
+    seed: int = 0,
+    confidence: float = 0.95,
+    prior: np.ndarray | None = None,
+    min_reach: float = MIN_REACH,
+    values: Sequence[int] | None = None,
+) -> AuditReport:
+    """A statistical lower bound on the eps ``mech`` gives, from its sampler and from the simulation's count path.
+
+    See the module docstring for the method. The count path is audited
+    when the simulation uses it for this mechanism (one report with a usable
+    matrix); otherwise the simulation calls the sampler, which the first path
+    covers.
+
+    Parameters
+    ----------
+    mech
+        The mechanism whose claim (``mech.privacy``) is audited: eps-LDP, or
+        geo-indistinguishability per unit distance; LIP claims are reported as
+        not auditable.
+    draws
+        N: draws per value to choose the pair and event, and again for each value of the chosen pair.
+    seed
+        Seed of all draws.
+    confidence
+        With at least this probability no reported bound exceeds the true level
+        of the code it audits (over both paths).
+    prior
+        For the Bayes vulnerability (default: a LIP claim's prior, else uniform).
+    min_reach
+        Refuse (``ParameterError`` naming the draws needed) when ``draws`` could
+        not show this fraction of the declared eps even for a mechanism exactly
+        at it; 0 never refuses.
+    values
+        The domain indices whose pairs are tested (default all, or 64 spread over a larger domain).
+
+    Returns
+    -------
+    AuditReport
+        ``report.exceeded`` is True when the code is, at that confidence, less private than declared.
+    """
+    paths = [SAMPLER]
+    notes = []
+    if counted([mech], int(draws) if isinstance(draws, int | np.integer) else 0):
+        paths.append(COUNTS)
+    else:
+        notes.append("counts: not a separate path here, the simulation samples this mechanism per user")
+    return audit_paths(
+        mech,
+        paths,
+        draws=draws,
+        seed=seed,
+        confidence=confidence,
+        prior=prior,
+        min_reach=min_reach,
+        values=values,
+        notes=notes,
     )
 
 
