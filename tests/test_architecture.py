@@ -1,5 +1,8 @@
 """The layering of ldpsim, read from the source: imports go down the layers, never round in a cycle;
-the core never imports a plugin; plugins use only the public ``ldpsim`` package.
+the core never imports a plugin; plugins use only the public ``ldpsim`` package. Beyond the import
+graph: the core imports by name at run time only in the façade, plugins reach no layer through the
+façade's attributes, no module uses another's private names, and no core module outgrows
+:data:`MAX_MODULE_LINES`. Each rule is shown to fail on a planted violation.
 
 Every import statement of every module counts, wherever it sits: at the top, inside a function (a
 deferred import is still a dependency, only a hidden one) or under ``if TYPE_CHECKING:`` (a type
@@ -179,3 +182,196 @@ def test_known_violations_still_exist():
     present = {(e.source, e.target) for e in CORE_EDGES}
     gone = sorted(KNOWN_VIOLATIONS - present)
     assert not gone, f"fixed, remove from KNOWN_VIOLATIONS: {gone}"
+
+
+# --- Rules the import graph cannot see -------------------------------------------------------------
+#
+# An import by name at run time (importlib.import_module, __import__) draws no edge above, so the core
+# may load modules by name only in the façade, whose lazy attributes are its declared job. Plugins
+# could reach a layer through the façade's attributes (``ldpsim.running.build.Builder``) without an
+# import statement. And a module that reads another's private name (``other._x``, ``from m import _x``,
+# ``getattr(obj, "_x")``) depends on what that module never promised; it needs a declared interface.
+
+#: core modules that may import by name at run time
+DYNAMIC_IMPORTERS = frozenset({"ldpsim"})
+#: private names of other code that are part of a documented interface, or have none: (module, name, why)
+ALLOWED_PRIVATE: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("ldpsim_plugins.executors.processes", "_exit"),  # os._exit: documented, the only exit without cleanup
+        # concurrent.futures has no public way to kill a pool's workers before Python 3.14 (kill_workers)
+        ("ldpsim_plugins.executors.processes", "_processes"),
+    }
+)
+#: private-looking names that are public API (namedtuple's, enum's)
+PUBLIC_UNDERSCORED = frozenset({"_asdict", "_replace", "_fields", "_make", "_field_defaults", "_value_", "_name_"})
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__") and name not in PUBLIC_UNDERSCORED
+
+
+def _own(node: ast.expr) -> bool:
+    """``self``, ``cls`` or ``super()``: a class using its own (or its bases') protected members."""
+    if isinstance(node, ast.Name):
+        return node.id in ("self", "cls")
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"
+
+
+def _defined(tree: ast.AST) -> set[str]:
+    """Every name the module defines or assigns (functions, classes, variables, attributes, arguments)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+    return names
+
+
+def _where(root: Path, path: Path, node: ast.AST) -> str:
+    return f"{path.relative_to(root.parent)}:{getattr(node, 'lineno', 0)}"
+
+
+def dynamic_imports(root: Path, package: str, allowed: frozenset[str] = DYNAMIC_IMPORTERS) -> list[str]:
+    """Modules under ``root`` that import by name at run time (or name the functions that do)."""
+    bad = []
+    for name, path in modules(root, package).items():
+        if name in allowed:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            named = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+            if isinstance(node, ast.ImportFrom) and node.module == "importlib":
+                named = next((a.name for a in node.names if a.name == "import_module"), None)
+            if named in ("import_module", "__import__"):
+                bad.append(f"{name}: {named} ({_where(root, path, node)})")
+    return bad
+
+
+def layer_chains(root: Path, package: str, core: str = "ldpsim", layers: frozenset[str] | None = None) -> list[str]:
+    """Attribute chains from the façade into a layer (``ldpsim.running...``) in the modules under ``root``."""
+    if layers is None:
+        layers = frozenset(m.split(".")[1] for m in CORE_MODULES if m.count(".") >= 1)
+    bad = []
+    for name, path in modules(root, package).items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = [a for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        aliases = {a.asname or a.name for a in imported if a.name == core}
+        for node in ast.walk(tree):
+            target = None
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+                target = node.attr
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "getattr"
+                and len(node.args) > 1
+                and isinstance(node.args[0], ast.Name)
+                and node.args[0].id in aliases
+                and isinstance(node.args[1], ast.Constant)
+            ):
+                target = str(node.args[1].value)
+            if target in layers:
+                bad.append(f"{name}: {core}.{target} ({_where(root, path, node)})")
+    return bad
+
+
+def private_reaches(root: Path, package: str, allowed: frozenset[tuple[str, str]] = ALLOWED_PRIVATE) -> list[str]:
+    """Uses of another module's private names in the modules under ``root``."""
+    bad = []
+    for name, path in modules(root, package).items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        own = _defined(tree)
+        for node in ast.walk(tree):
+            found = []
+            if isinstance(node, ast.ImportFrom):
+                found = [a.name for a in node.names if _private(a.name)]
+            elif isinstance(node, ast.Attribute) and _private(node.attr) and not _own(node.value):
+                found = [node.attr] if node.attr not in own else []
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "setattr", "hasattr", "delattr")
+                and len(node.args) > 1
+                and not _own(node.args[0])
+                and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str)
+                and _private(node.args[1].value)
+            ):
+                found = [node.args[1].value]
+            bad += [f"{name}: {n} ({_where(root, path, node)})" for n in found if (name, n) not in allowed]
+    return bad
+
+
+def test_the_core_imports_by_name_only_in_the_facade():
+    bad = dynamic_imports(CORE, "ldpsim")
+    assert not bad, "run-time imports by name outside the façade (import normally):\n" + "\n".join(bad)
+
+
+def test_plugins_reach_no_layer_through_the_facade():
+    bad = layer_chains(PLUGINS, "ldpsim_plugins")
+    assert not bad, "plugins reach a layer through `ldpsim.<layer>` (use `from ldpsim import X`):\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize(("root", "package"), [(CORE, "ldpsim"), (PLUGINS, "ldpsim_plugins")], ids=["core", "plugins"])
+def test_no_module_uses_another_modules_private_names(root, package):
+    bad = private_reaches(root, package)
+    assert not bad, "private names used across modules (declare an interface):\n" + "\n".join(bad)
+
+
+def _plant(tmp_path: Path, files: dict[str, str]) -> Path:
+    pkg = tmp_path / "pkg"
+    for rel, text in files.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    return pkg
+
+
+def test_each_rule_fails_on_a_planted_violation(tmp_path):
+    """The rules above can fail: each finds what is planted, and passes the lawful look-alikes."""
+    pkg = _plant(
+        tmp_path,
+        {
+            "__init__.py": "import importlib\ndef __getattr__(n):\n    return importlib.import_module('.' + n, __name__)\n",
+            "core.py": (
+                "import importlib\nfrom importlib import import_module\n"
+                "def f():\n    return importlib.import_module('pkg.x'), __import__('os')\n"
+            ),
+            "plug.py": (
+                "import ldpsim\nimport ldpsim as L\n"
+                "B = ldpsim.running.build.Builder\nC = getattr(L, 'model')\nD = ldpsim.Mechanism\n"
+            ),
+            "a.py": "class A:\n    def _m(self):\n        return 1\n    def m(self):\n        return self._m()\n",
+            "b.py": (
+                "from .a import A, _hidden\n"
+                "class B(A):\n    def n(self):\n        return super()._m() + self._m()\n"
+                "def g(a):\n    return a._m(), getattr(a, '_m'), a._replace(), getattr(a, 'public')\n"
+            ),
+        },
+    )
+    assert sorted(dynamic_imports(pkg, "pkg", allowed=frozenset({"pkg"}))) == [
+        "pkg.core: __import__ (pkg/core.py:4)",
+        "pkg.core: import_module (pkg/core.py:2)",
+        "pkg.core: import_module (pkg/core.py:4)",
+    ]
+    assert any(b.startswith("pkg: ") for b in dynamic_imports(pkg, "pkg", allowed=frozenset()))  # the façade's own
+    chains = layer_chains(pkg, "pkg", layers=frozenset({"running", "model"}))
+    assert sorted(chains) == ["pkg.plug: ldpsim.model (pkg/plug.py:4)", "pkg.plug: ldpsim.running (pkg/plug.py:3)"]
+    private = sorted(private_reaches(pkg, "pkg", allowed=frozenset()))
+    assert private == ["pkg.b: _hidden (pkg/b.py:1)", "pkg.b: _m (pkg/b.py:6)", "pkg.b: _m (pkg/b.py:6)"]
+
+
+#: a core module longer than this holds more than one job: split it along its seams
+MAX_MODULE_LINES = 700
+
+
+def test_no_core_module_is_longer_than_the_limit():
+    long = {
+        name: n
+        for name, path in CORE_MODULES.items()
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split them along their seams): {long}"
