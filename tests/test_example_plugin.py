@@ -1,4 +1,4 @@
-"""examples/plugin, the complete plugin package of the README, installed as its pyproject.toml says.
+"""examples/plugin, the complete plugin package of the plugin guide (docs/plugins.md), installed as its pyproject.toml says.
 
 The package is laid out on a temporary site folder as pip installs it (the module and a dist-info
 holding the entry points of its pyproject.toml), found through its entry point like any

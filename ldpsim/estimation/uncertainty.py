@@ -18,7 +18,7 @@ Two estimators, two derivations:
   their share of the users.
 
 Both are asymptotic: they hold when every value's expected count of users is large, and the MLE's
-only for values inside the simplex. The README's "How sure is an estimate" reports measured coverage.
+only for values inside the simplex. The guide's page "How sure is an estimate" (docs/guide/uncertainty.md) reports measured coverage.
 """
 
 from __future__ import annotations
