@@ -70,7 +70,7 @@ def main() -> None:
         mf_ue.UE_Client(0, k, eps, optimal=True)
         try:
             mf_lh.LH_Client(0, k, eps, optimal=True)
-        except Exception:  # noqa: BLE001, S110  (its failure is reported where it is timed)
+        except Exception:  # its failure is reported where it is timed
             pass
 
     for name in args.oracles.split(","):
@@ -105,7 +105,7 @@ def main() -> None:
                 else:
                     try:
                         t_client, _ = timed(lambda: [mf_lh.LH_Client(int(v), k, eps, optimal=True) for v in values[:m]])
-                    except Exception as exc:  # noqa: BLE001  (a peer's own bug: say so and go on)
+                    except Exception as exc:  # a peer's own bug: say so and go on
                         if rep == 0:
                             print(f"(multi-freq-ldpy LH_Client fails here: {type(exc).__name__}: {exc})")
                         t_client = None

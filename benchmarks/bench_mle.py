@@ -29,11 +29,11 @@ from ldpsim import Grid, Integers, Observations
 from ldpsim.theory.sampling import sample_cohort
 
 
-def _mech(name, domain, **params):  # noqa: ANN001, ANN003
+def _mech(name, domain, **params):
     return ldpsim.get_registry().create("mechanism", name, domain, **params)
 
 
-def krr(rng) -> Observations:  # noqa: ANN001
+def krr(rng) -> Observations:
     k, n = 1000, 10**6
     domain = Integers(low=0, high=k - 1)
     mech = _mech("krr", domain, eps=1.0)
@@ -42,7 +42,7 @@ def krr(rng) -> Observations:  # noqa: ANN001
     return Observations.from_counts(domain, mech, reports, counts)
 
 
-def geometric(rng) -> Observations:  # noqa: ANN001
+def geometric(rng) -> Observations:
     k, n = 500, 10**5
     domain = Integers(low=0, high=k - 1)
     mech = _mech("geometric", domain, eps=0.05)
@@ -50,7 +50,7 @@ def geometric(rng) -> Observations:  # noqa: ANN001
     return Observations.from_counts(domain, mech, reports, counts)
 
 
-def mixed(rng) -> Observations:  # noqa: ANN001
+def mixed(rng) -> Observations:
     """k = 100, 10^5 users in three cohorts: k-RR, geometric, and k-RR + geometric reports per user."""
     k, n = 100, 10**5
     domain = Integers(low=0, high=k - 1)
@@ -63,7 +63,7 @@ def mixed(rng) -> Observations:  # noqa: ANN001
     return Observations.from_reports(domain, data)
 
 
-def oue(rng) -> Observations:  # noqa: ANN001
+def oue(rng) -> Observations:
     k, n = 100, 10**5
     domain = Integers(low=0, high=k - 1)
     mech = _mech("oue", domain, eps=1.0)
@@ -72,8 +72,8 @@ def oue(rng) -> Observations:  # noqa: ANN001
     return Observations.from_counts(domain, mech, reports, counts)
 
 
-def grid(side: int, eps: float, n: int = 10**5):  # noqa: ANN201
-    def build(rng) -> Observations:  # noqa: ANN001
+def grid(side: int, eps: float, n: int = 10**5):
+    def build(rng) -> Observations:
         domain = Grid(rows=side, cols=side, cell=1.0)
         yy, xx = np.divmod(np.arange(domain.size), side)
         p = np.zeros(domain.size)
@@ -86,10 +86,10 @@ def grid(side: int, eps: float, n: int = 10**5):  # noqa: ANN201
     return build
 
 
-def oracle(name: str, k: int = 1024, n: int = 10**6, **params):  # noqa: ANN003, ANN201
+def oracle(name: str, k: int = 1024, n: int = 10**6, **params):
     """A frequency oracle whose reports are nearly all distinct: the sampled Hessian's case."""
 
-    def build(rng) -> Observations:  # noqa: ANN001
+    def build(rng) -> Observations:
         domain = Integers(low=0, high=k - 1)
         mech = _mech(name, domain, eps=1.0, **params)
         p = 1 / np.arange(1, k + 1) ** 1.1

@@ -55,7 +55,7 @@ def main() -> None:
         )
 
 
-def run(registry, name, domain, p, n):  # noqa: ANN001, ANN201
+def run(registry, name, domain, p, n):
     """Seconds of each phase, of H theta and H^T w, and the estimate."""
     rng = np.random.default_rng(16)
     mech = registry.create("mechanism", name, domain, eps=1.0)

@@ -85,7 +85,7 @@ def pure_ldp_pair(name: str, k: int, eps: float) -> tuple[Any, Any] | None:
 def run_pure_ldp(name: str, values: np.ndarray, k: int, eps: float) -> tuple[float, float, np.ndarray] | None:
     try:
         pair = pure_ldp_pair(name, k, eps)
-    except Exception as exc:  # noqa: BLE001  (a peer's own bug: say so and go on)
+    except Exception as exc:  # a peer's own bug: say so and go on
         print(f"  (pure-ldp {name} fails: {type(exc).__name__}: {exc})")
         return None
     if pair is None:
@@ -100,7 +100,7 @@ def run_pure_ldp(name: str, values: np.ndarray, k: int, eps: float) -> tuple[flo
     try:
         t_client, reports = timed(lambda: [client.privatise(int(v)) for v in values])
         t_agg, est = timed(aggregate)
-    except Exception as exc:  # noqa: BLE001  (a peer's own bug: say so and go on)
+    except Exception as exc:  # a peer's own bug: say so and go on
         print(f"  (pure-ldp {name} fails: {type(exc).__name__}: {exc})")
         return None
     return t_client, t_agg, est / max(est.sum(), 1e-300)
@@ -128,7 +128,7 @@ def run_multi_freq(name: str, values: np.ndarray, k: int, eps: float) -> tuple[f
     try:
         t_client, reports = timed(lambda: [client(int(v)) for v in values])
         t_agg, est = timed(lambda: server(np.asarray(reports) if name in ("oue", "the", "she") else reports))
-    except Exception as exc:  # noqa: BLE001  (a peer's own bug: say so and go on)
+    except Exception as exc:  # a peer's own bug: say so and go on
         print(f"  (multi-freq-ldpy {name} fails: {type(exc).__name__}: {exc})")
         return None
     return t_client, t_agg, np.asarray(est, dtype=float)

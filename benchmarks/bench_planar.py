@@ -28,7 +28,7 @@ def main() -> None:
         print(f"  {name:17s} all 8: {sum(times) * 1000:7.1f} ms")
 
 
-def _build(registry, name, grid, eps) -> float:  # noqa: ANN001
+def _build(registry, name, grid, eps) -> float:
     start = time.perf_counter()
     registry.create("mechanism", name, grid, eps=eps).matrix  # noqa: B018  (building it is what is timed)
     return time.perf_counter() - start

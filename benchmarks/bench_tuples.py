@@ -185,7 +185,7 @@ def seed_peer(seed: int) -> None:
         import numba
 
         @numba.njit
-        def _seed(s):  # noqa: ANN001, ANN202
+        def _seed(s):
             np.random.seed(s)
 
         _NUMBA_SEED = _seed

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).parent / "_ext"))
 
 project = "ldpsim"
 author = "the ldpsim authors"
-copyright = "the ldpsim authors"  # noqa: A001 (Sphinx's name)
+copyright = "the ldpsim authors"  # Sphinx's name
 release = ldpsim.__version__
 version = ".".join(release.split(".")[:2])
 

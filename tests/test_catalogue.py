@@ -137,7 +137,7 @@ def test_the_fingerprint_reads_no_distribution_metadata_yet_follows_installs(tmp
     """Parsing every distribution's METADATA was most of `ldpsim list`: the metadata folder and file stand in."""
     import importlib.metadata as im
 
-    def parsed(self):  # noqa: ANN001, ANN202
+    def parsed(self):
         raise AssertionError("metadata parsed")
 
     monkeypatch.setattr(im.Distribution, "metadata", property(parsed))

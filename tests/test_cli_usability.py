@@ -169,7 +169,7 @@ def test_the_registry_reads_each_distributions_metadata_once(monkeypatch):
     reads = []
     original = im.Distribution.metadata
 
-    def counted(self):  # noqa: ANN001, ANN202
+    def counted(self):
         reads.append(getattr(self, "_path", self))
         return original.fget(self)
 

@@ -40,7 +40,7 @@ class ConvolutionOperator(LinearOperator):
     #: below about 1,000 values): the exact-MLE solver materializes them (see ``hessian_rows.likelihood_for_passes``)
     dense_passes_faster = True
 
-    def __init__(self, kernel, shape, outputs, start, window, clamp, column_scale):  # noqa: ANN001
+    def __init__(self, kernel, shape, outputs, start, window, clamp, column_scale):
         self.kernel = kernel
         self.grid = tuple(shape)
         self.half = tuple((s - 1) // 2 for s in kernel.shape)

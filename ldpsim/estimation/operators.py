@@ -117,7 +117,7 @@ def named_values_likelihood(
     return shift, with_exact_rows(LinearOperator((rows, size), matvec=matvec, rmatvec=rmatvec, dtype=float), exact_rows)
 
 
-def rank_one_plus_sparse(support, r: float) -> LinearOperator:  # noqa: ANN001  (a scipy.sparse CSR matrix)
+def rank_one_plus_sparse(support, r: float) -> LinearOperator:  # a scipy.sparse CSR matrix
     """H = r 1 1^T + (1 - r) S as a scipy LinearOperator: H[d, x] = 1 where S[d, x] = 1, else r.
 
     The likelihood of a report that only says "x is in this set" (unary encodings, local

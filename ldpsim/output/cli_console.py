@@ -48,7 +48,7 @@ def user_errors(prefix: str = "") -> Iterator[None]:
         raise typer.Exit(130) from None
 
 
-def show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """``warnings.showwarning`` for the command line: one line on stderr, no file name nor source line."""
     # ldpsim's own warnings (PluginWarning, ScoreWarning) read "warning: ..."; others keep their class name
     label = "warning" if category.__module__.startswith("ldpsim.") else category.__name__

@@ -33,7 +33,7 @@ def executor_help() -> str:
 class RunCommand(TyperCommand):
     """``run``, whose ``--executor`` help lists the executors installed now (the registry loads only for help)."""
 
-    def format_help(self, ctx, formatter) -> None:  # noqa: ANN001
+    def format_help(self, ctx, formatter) -> None:
         for param in self.params:
             if isinstance(param, TyperOption) and param.name == "executor":
                 param.help = executor_help()
@@ -187,7 +187,7 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def _grid_size(ds) -> int:  # noqa: ANN001
+def _grid_size(ds) -> int:
     """Sweep points (a run estimating after every round is one run, not one per round)."""
     from ..results.scores import sweep_dims
 

@@ -33,7 +33,7 @@ FormatOption = Annotated[
 ]
 
 
-def summary_table(ds) -> Table:  # noqa: ANN001
+def summary_table(ds) -> Table:
     """Mean and spread (sd over repetitions) of each metric per sweep point and estimator."""
     from ..results.scores import score_names, sweep_dims
     from ..results.summary import summarize, summary_variables
@@ -62,7 +62,7 @@ def summary_table(ds) -> Table:  # noqa: ANN001
     return table
 
 
-def summary_records(ds) -> list[dict[str, Any]]:  # noqa: ANN001
+def summary_records(ds) -> list[dict[str, Any]]:
     """The summary rows as flat records: sweep labels, estimator, ``<metric>_mean``, ``<metric>_sd``, the extras.
 
     An sd that is undefined (one repetition) is None, so JSON stays valid and CSV leaves the cell empty.
@@ -85,7 +85,7 @@ def summary_records(ds) -> list[dict[str, Any]]:  # noqa: ANN001
     return records
 
 
-def print_summary(ds, fmt: SummaryFormat) -> None:  # noqa: ANN001
+def print_summary(ds, fmt: SummaryFormat) -> None:
     """The summary on stdout in the chosen format (only the summary, so a program can read it whole)."""
     if fmt is SummaryFormat.table:
         out.print(summary_table(ds))
@@ -123,6 +123,6 @@ def _fmt_mean(value: float, dtype: Any) -> str:
     return f"{value:.0f}" if dtype.kind in "iu" else f"{value:.3g}"
 
 
-def format_label(value) -> str:  # noqa: ANN001
+def format_label(value) -> str:
     """A sweep label as a table cell: floats without trailing zeros (0.5, 1e+06), anything else as text."""
     return f"{value:g}" if isinstance(value, float) else str(value)

@@ -350,7 +350,7 @@ def preflight(scenario: Scenario) -> None:
 def run_scenario(
     source: str | os.PathLike | Mapping[str, Any],
     *,
-    set: Sequence[str] = (),  # noqa: A002  (mirrors the CLI's --set)
+    set: Sequence[str] = (),  # mirrors the CLI's --set
     output: str | os.PathLike | None = None,
     resume: bool = False,
     force: bool = False,

@@ -83,7 +83,7 @@ class IBU(IntervalEstimator):
         if self.start is not None:
             check_start(self.start, self.start.size)  # a zero would exclude that value forever
 
-    def check_setup(self, domain, plans) -> None:  # noqa: ANN001
+    def check_setup(self, domain, plans) -> None:
         if self.smoothing != "none" and domain.name != "integers":
             raise ParameterError(
                 f"{self.smoothing} smooths between neighbouring values: it needs an integers domain, not {domain.name}",

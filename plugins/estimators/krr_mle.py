@@ -31,7 +31,7 @@ class KrrMLE(Estimator):
     name = "krr-mle"
     maximizes_likelihood = True  # its certificate (from estimate()) shows the closed form is the MLE
 
-    def check_setup(self, domain, plans) -> None:  # noqa: ANN001
+    def check_setup(self, domain, plans) -> None:
         _rr_parameters(set(plans))
 
     def _estimate(self, observations: Observations) -> np.ndarray:

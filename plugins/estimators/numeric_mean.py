@@ -33,7 +33,7 @@ class NumericMean(Estimator):
         Variable("numeric_mean_se", ("estimator", TASK), "standard error of the unbiased mean", optional=True),
     )
 
-    def check_setup(self, domain, plans) -> None:  # noqa: ANN001
+    def check_setup(self, domain, plans) -> None:
         for plan in plans:
             _numeric(plan)
 
@@ -62,7 +62,7 @@ class NumericMean(Estimator):
         )
 
 
-def _numeric(plan) -> tuple[NumericMechanism, ...]:  # noqa: ANN001
+def _numeric(plan) -> tuple[NumericMechanism, ...]:
     if not all(isinstance(mech, NumericMechanism) for mech in plan):
         names = ", ".join(mech.name for mech in plan if not isinstance(mech, NumericMechanism))
         raise EstimationError(

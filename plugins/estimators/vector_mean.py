@@ -44,7 +44,7 @@ class VectorMean(Estimator):
         ),
     )
 
-    def check_setup(self, domain, plans) -> None:  # noqa: ANN001
+    def check_setup(self, domain, plans) -> None:
         for plan in plans:
             _vector(plan)
 
@@ -76,7 +76,7 @@ class VectorMean(Estimator):
         )
 
 
-def _vector(plan):  # noqa: ANN001, ANN202
+def _vector(plan):
     odd = [mech.name for mech in plan if not callable(getattr(mech, "attribute_estimates", None))]
     if odd:
         raise EstimationError(

@@ -138,7 +138,7 @@ class SketchFamily(Mechanism):
         return hot.reshape(k, -1)
 
     @cached_property
-    def _collision_factor(self):  # noqa: ANN202  (scipy's Cholesky factor, or None)
+    def _collision_factor(self):  # scipy's Cholesky factor, or None
         """Cholesky factor of C, C[x, x'] the share of hashes colliding x and x'; None if C is singular."""
         from scipy.linalg import LinAlgError, cho_factor
 

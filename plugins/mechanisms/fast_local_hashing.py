@@ -166,7 +166,7 @@ class FastLocalHashing(Mechanism):
         return out.reshape(k, -1)
 
     @cached_property
-    def _support_factor(self):  # noqa: ANN202  (scipy's Cholesky factor, or None)
+    def _support_factor(self):  # scipy's Cholesky factor, or None
         """Cholesky factor of A = q + (p - q) C, C[x, x'] the share of hashes colliding x and x';
         None if A is singular (two values collide on every hash of the pool)."""
         from scipy.linalg import LinAlgError, cho_factor
