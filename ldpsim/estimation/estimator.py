@@ -142,6 +142,10 @@ class Estimator(Configurable):
     #: extra result variables this estimator gives (``source="estimate"``, dims starting with
     #: ``"estimator"``); :meth:`_estimate` returns their values in ``Estimate.extras``
     outputs: ClassVar[tuple[Variable, ...]] = ()
+    #: what the estimate stands for, which decides the metrics that can score it (:attr:`ldpsim.Metric.scores`):
+    #: ``"distribution"``, an estimate of the whole distribution; ``"mean"``, a mean carried as the least-spread
+    #: distribution with that mean (``numeric-mean``); ``"vector-mean"``, a mean vector (``vector-mean``)
+    gives: ClassVar[str] = "distribution"
     rounds = Param(
         "str",
         "all",

@@ -36,6 +36,15 @@ class Metric(Configurable):
     #: parameters a scenario fills from the run when it does not give them; ``"users"``: the run's
     #: number of users (a metric sees distributions, not counts, yet 002's E/N needs N)
     from_run: ClassVar[tuple[str, ...]] = ()
+    #: what estimates the metric scores, by :attr:`ldpsim.Estimator.gives` (``"distribution"``, ``"mean"``,
+    #: ``"vector-mean"``); None: any, as a metric that ignores the estimate. A scenario pairing a metric with an
+    #: estimator whose estimate it cannot score is refused: TV of numeric-mean's two-point stand-in says nothing
+    scores: ClassVar[tuple[str, ...] | None] = ("distribution",)
+
+    @classmethod
+    def can_score(cls, gives: str) -> bool:
+        """Whether the metric scores the estimates of an estimator whose :attr:`~ldpsim.Estimator.gives` is ``gives``."""
+        return cls.scores is None or gives in cls.scores
 
     def _check_domain(self, domain: Domain) -> None:
         """Further checks of the domain against the parameters; raise ParameterError."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -18,6 +18,8 @@ def show(
     format_: FormatOption = SummaryFormat.table,
 ) -> None:
     """Describe a results file: provenance and a summary of the errors (only the summary with --format other than table)."""
+    from ..base.errors import LdpsimError
+    from ..results.combine import repetition_seeds
     from ..results.io import open_results
 
     with user_errors():
@@ -27,31 +29,45 @@ def show(
         return
     a = ds.attrs
     out.print(f"[bold]{escape(str(a.get('title', '?')))}[/bold]  {escape(str(a.get('description', '')))}")
-    seeds = sorted({int(s) for s in ds["seed"].values}) if "seed" in ds.coords else [a.get("seed", "?")]
+    try:
+        seeds: list[Any] = sorted({int(s) for s in repetition_seeds(ds)[0]})
+    except LdpsimError:  # shown as it is: show describes a file, it does not judge it
+        seeds = ["?"]
     seed = f"seed{plural(len(seeds))} {', '.join(map(str, seeds))}"
     out.print(f"created {a['created']}, {seed}" if "created" in a else seed, markup=False)
     for line in str(a.get("history", "")).splitlines():
         out.print(line, markup=False, soft_wrap=True)
     scenario = str(a.get("scenario_source", "?"))
     if "scenario_sha256" in a:
-        scenario += f" (sha256 {a['scenario_sha256'][:12]})"
+        scenario += f" (sha256 {str(a['scenario_sha256'])[:12]})"
     out.print(f"scenario: {scenario}", markup=False)
     code = f"ldpsim {a.get('ldpsim_version', '?')}"
     if "code_sha256" in a:
-        code += f" (source sha256 {a['code_sha256'][:12]})"
+        code += f" (source sha256 {str(a['code_sha256'])[:12]})"
     libraries = [f"{name} {a[name]}" for name in ("python", "numpy", "scipy", "xarray") if name in a]
     out.print("code: " + ", ".join([code, *libraries]), markup=False)
     dims = ", ".join(f"{d}={n}" for d, n in ds.sizes.items())
     out.print(f"dimensions: {dims}", markup=False)
-    overrides = json.loads(a.get("overrides", "[]"))
+    overrides = _json_attr(a, "overrides", list)
     if overrides:
-        out.print("overrides: " + " ".join(overrides), markup=False)
+        out.print("overrides: " + " ".join(map(str, overrides)), markup=False)
     by_distribution: dict[str, list[str]] = {}
-    for key, plugin in json.loads(a.get("plugins", "{}")).items():
-        by_distribution.setdefault(f"{plugin['distribution']} {plugin['version']}", []).append(key)
+    for key, plugin in _json_attr(a, "plugins", dict).items():
+        if isinstance(plugin, dict):  # the provenance of a file is data: what is not as ldpsim writes it is left out
+            distribution = f"{plugin.get('distribution', '?')} {plugin.get('version', '?')}"
+            by_distribution.setdefault(distribution, []).append(str(key))
     for distribution, keys in by_distribution.items():
         out.print(f"plugins of {distribution}: {', '.join(keys)}", markup=False)
     out.print(summary_table(ds))
+
+
+def _json_attr(attrs: dict, name: str, kind: type) -> Any:
+    """The JSON attribute ``name`` of a results file as a ``kind`` (list or dict); empty if absent or malformed."""
+    try:
+        value = json.loads(attrs.get(name, "null"))
+    except (TypeError, ValueError, RecursionError):
+        return kind()
+    return value if isinstance(value, kind) else kind()
 
 
 def merge(
@@ -61,15 +77,18 @@ def merge(
 ) -> None:
     """Combine the repetitions of results files of one scenario (run with different seeds) into one file."""
     from ..results.combine import merge_results
-    from ..results.io import check_output, check_overwrite, open_results, save_results
+    from ..results.io import check_output, check_overwrite, open_results, require_readable, save_results
 
     with user_errors():
         target = check_output(output)
         check_overwrite(target, results, force=force)
+        require_readable(results, copies=2)  # every input is held, and their concatenation
         merged = merge_results([open_results(path) for path in results], [path.name for path in results])
         save_results(merged, target)
     reps = merged.sizes["rep"]
-    err.print(f"wrote {target} ({reps} repetition{plural(reps)} from {len(results)} files)", markup=False)
+    err.print(
+        f"wrote {target} ({reps} repetition{plural(reps)} from {len(results)} files)", markup=False, soft_wrap=True
+    )
 
 
 def plot(
@@ -132,4 +151,4 @@ def plot(
             "yscale": yscale,
         }
         save_figure(figure(ds, **plot_options(ds, given)), target)
-    err.print(f"wrote {target}", markup=False)
+    err.print(f"wrote {target}", markup=False, soft_wrap=True)

@@ -56,7 +56,7 @@ def merge_results(datasets: Sequence[xr.Dataset], names: Sequence[str] | None = 
     first = datasets[0]
     for ds, name in zip(datasets[1:], names[1:]):
         _check_compatible(first, ds, names[0], name)
-    parts = [_with_runs(ds) for ds in datasets]
+    parts = [_with_runs(ds, name) for ds, name in zip(datasets, names)]
     seen: set[tuple[int, int]] = set()
     for part, name in zip(parts, names):
         for seed, rep in zip(part["seed"].values, part["seed_rep"].values):
@@ -77,19 +77,54 @@ def merge_results(datasets: Sequence[xr.Dataset], names: Sequence[str] | None = 
     return merged
 
 
-def _with_runs(ds: xr.Dataset) -> xr.Dataset:
-    """``ds`` with ``seed(rep)`` and ``seed_rep(rep)`` (older single-seed files have neither)."""
+def repetition_seeds(ds: xr.Dataset, name: str = "the results file") -> tuple[np.ndarray, np.ndarray]:
+    """``(seed, seed_rep)`` of every repetition of ``ds``, as int64 arrays: the root seed each was drawn
+    from and its index under it (older single-seed files record one ``seed`` attribute and no ``seed_rep``).
+
+    Raises
+    ------
+    LdpsimError
+        If a seed or index is not an integer in 0..2^63 - 1, or ``ds`` has no ``rep`` dimension.
+    """
+    if "rep" not in ds.dims:
+        raise LdpsimError(f"{name} has no repetitions (dimension rep)", hint="give files written by `ldpsim run`")
     n = ds.sizes["rep"]
-    seeds = ds["seed"].values if "seed" in ds.coords else np.full(n, int(ds.attrs.get("seed", 0)))
+    seeds = ds["seed"].values if "seed" in ds.coords else np.full(n, ds.attrs.get("seed", 0), dtype=object)
     reps = ds["seed_rep"].values if "seed_rep" in ds.coords else ds["rep"].values
-    return ds.assign_coords(seed=("rep", np.asarray(seeds, dtype=np.int64)), seed_rep=("rep", np.asarray(reps)))
+    return _indices(seeds, n, name, "seed"), _indices(reps, n, name, "repetition index")
+
+
+def _indices(values: Any, n: int, name: str, what: str) -> np.ndarray:
+    """``values`` as n int64s in 0..2^63 - 1, or a one-line refusal: they are data, not to be trusted."""
+    flat = np.asarray(values, dtype=object).ravel()
+    ok = flat.size == n and all(
+        isinstance(v, int | np.integer | float | np.floating) and not isinstance(v, bool) and float(v).is_integer()
+        for v in flat
+    )
+    as_ints = [int(v) for v in flat] if ok else []
+    if not ok or not all(0 <= v < 2**63 for v in as_ints):
+        raise LdpsimError(
+            f"{name} records a {what} that is not an integer in 0..2^63-1 for each repetition",
+            hint="give files written by `ldpsim run`",
+        )
+    return np.array(as_ints, dtype=np.int64)
+
+
+def _with_runs(ds: xr.Dataset, name: str) -> xr.Dataset:
+    """``ds`` with ``seed(rep)`` and ``seed_rep(rep)`` (older single-seed files have neither)."""
+    seeds, reps = repetition_seeds(ds, name)
+    return ds.assign_coords(seed=("rep", seeds), seed_rep=("rep", reps))
 
 
 def _scenario(ds: xr.Dataset, name: str) -> dict[str, Any]:
     try:
         doc = json.loads(ds.attrs["resolved_scenario"])
-    except (KeyError, ValueError):
+    except (KeyError, ValueError, TypeError, RecursionError):  # RecursionError: JSON nested thousands deep
         raise LdpsimError(f"{name} records no resolved scenario", hint="give files written by `ldpsim run`") from None
+    if not isinstance(doc, dict):
+        raise LdpsimError(
+            f"{name} records a resolved scenario that is not a table", hint="give files written by `ldpsim run`"
+        )
     return {k: v for k, v in doc.items() if k not in _FREE}
 
 
@@ -117,13 +152,21 @@ def _merged_attrs(datasets: Sequence[xr.Dataset], names: Sequence[str]) -> dict[
     doc = json.loads(datasets[0].attrs["resolved_scenario"])
     total = sum(ds.sizes["rep"] for ds in datasets)
     doc = {k: v for k, v in doc.items() if k != "seed"} | {"repetitions": total}
-    seeds = sorted({int(s) for ds in datasets for s in _with_runs(ds)["seed"].values})
+    seeds = sorted({int(s) for ds, name in zip(datasets, names) for s in repetition_seeds(ds, name)[0]})
     now = datetime.now(UTC).isoformat(timespec="seconds")
     lines = [str(ds.attrs["history"]) for ds in datasets if "history" in ds.attrs]
     lines.append(f"{now} ldpsim merge {' '.join(names)} (seeds {', '.join(map(str, seeds))})")
     return {
         "repetitions": np.int64(total),
-        "wall_seconds": float(sum(float(ds.attrs.get("wall_seconds", np.nan)) for ds in datasets)),
+        "wall_seconds": float(sum(_seconds(ds.attrs.get("wall_seconds")) for ds in datasets)),
         "resolved_scenario": json.dumps(doc, sort_keys=True, default=str),
         "history": "\n".join(lines),
     }
+
+
+def _seconds(value: Any) -> float:
+    """A file's ``wall_seconds`` as a float; NaN (unknown) for anything else: it is only reported."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import errno
+import math
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -12,6 +13,7 @@ import xarray as xr
 
 from ..base.atomic import atomic_path
 from ..base.errors import LdpsimError
+from ..base.memory import format_bytes, require_memory
 from .scores import from_error_layout, score_names
 
 ENGINE: Final = "netcdf4"
@@ -44,10 +46,11 @@ def is_results_file(path: str | os.PathLike) -> bool:
         with open(path, "rb") as fh:
             if fh.read(len(_HDF5_SIGNATURE)) != _HDF5_SIGNATURE:
                 return False
+        require_readable([path])  # opening loads the coordinates: a crafted header could declare 10^10 of them
         with xr.open_dataset(path, engine=ENGINE) as ds:
             ds = from_error_layout(ds)
             return _written_by_ldpsim(ds) and bool(score_names(ds))
-    except (OSError, ValueError, RuntimeError):
+    except (OSError, ValueError, RuntimeError, LdpsimError):
         return False
 
 
@@ -122,14 +125,90 @@ def write_error(path: str | os.PathLike, exc: BaseException, *, field: str = "ou
     return LdpsimError(f"could not write '{path}' ({reason})", field=field, hint=hint)
 
 
+#: bytes one element of a variable-length string takes once read (a Python str and its pointer): the header
+#: gives no lengths, and ldpsim's files hold only short labels
+STRING_ELEMENT_BYTES = 64
+
+
+def declared_sizes(path: str | os.PathLike) -> list[tuple[str, tuple[int, ...], str, int]]:
+    """``(name, shape, dtype, bytes)`` of each variable of a netCDF file, from its header alone.
+
+    A header may declare a variable of 10^10 values that a file of a few kilobytes never wrote (its
+    chunks are absent: the fill value stands for them), so the file's size says nothing about what
+    reading it takes. Nothing but the header is read here.
+
+    Raises
+    ------
+    OSError
+        If ``path`` is not a readable netCDF file.
+    """
+    import netCDF4
+
+    sizes = []
+    with netCDF4.Dataset(path, "r") as nc:
+        for name, var in nc.variables.items():
+            shape = tuple(int(n) for n in var.shape)
+            itemsize = getattr(var.dtype, "itemsize", 0) or STRING_ELEMENT_BYTES  # str: variable-length strings
+            dtype = getattr(var.dtype, "name", None) or getattr(var.dtype, "__name__", "string")
+            sizes.append((str(name), shape, str(dtype), math.prod(shape) * int(itemsize)))
+    return sizes
+
+
+def require_readable(paths: Sequence[str | os.PathLike], *, copies: int = 1) -> None:
+    """Refuse, before reading any data, results files whose variables would not fit in memory.
+
+    Parameters
+    ----------
+    paths
+        The files to be loaded at once (a merge loads all of its inputs).
+    copies
+        How many copies of their data the caller holds at once (a merge: the inputs and their concatenation).
+
+    Raises
+    ------
+    LdpsimError
+        If a file is not a readable netCDF file.
+    MemoryLimitError
+        Naming the largest variable and its size, if the variables' total would not fit.
+    """
+    total, largest = 0, None
+    for path in paths:
+        if not Path(path).is_file():  # nor a FIFO or a folder: nothing is opened that could block
+            raise LdpsimError(f"results file '{path}' not found", hint="check the path")
+        try:
+            sizes = declared_sizes(path)
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise LdpsimError(
+                f"'{path}' is not a readable netCDF file ({exc})", hint="give a file written by `ldpsim run`"
+            ) from None
+        for name, shape, dtype, nbytes in sizes:
+            total += nbytes
+            if largest is None or nbytes > largest[4]:
+                largest = (path, name, shape, dtype, nbytes)
+    if largest is None:
+        return
+    path, name, shape, dtype, nbytes = largest
+    values = f"{' x '.join(f'{n:,}' for n in shape) or '1'} {dtype} values, {format_bytes(nbytes)}"
+    what = (
+        f"reading '{path}' (its variable {name!r} holds {values})"
+        if len(paths) == 1
+        else f"reading {len(paths)} files (the largest variable, {name!r} of '{path}', holds {values})"
+    )
+    require_memory(
+        copies * total,
+        what,
+        hint="its header declares more data than fits: a damaged or crafted file, or one to read on a larger machine",
+    )
+
+
 def open_results(path: str | os.PathLike) -> xr.Dataset:
     """Load a results file fully into memory (the file is closed on return).
 
     Files written before each metric's score had its own variable are read in today's layout.
+    The sizes its header declares are checked against the memory available first (:func:`require_readable`).
     """
     path = Path(path)
-    if not path.is_file():
-        raise LdpsimError(f"results file '{path}' not found", hint="check the path")
+    require_readable([path])
     try:
         with xr.open_dataset(path, engine=ENGINE) as ds:
             ds = ds.load()

@@ -205,6 +205,7 @@ class Builder:
                 metric.check_domain(domain)
             except LdpsimError as exc:
                 raise exc.at(f"metrics.{label}") from None
+        _check_scores(estimators, metrics, self.registry)
         return Setup(domain, dataset, users, cohorts, estimators, metrics)
 
     def _cohorts(self, spec: Any, domain: Domain, users: int, dataset: Dataset, observe: str) -> list[Cohort]:
@@ -350,6 +351,43 @@ class Builder:
             except LdpsimError as exc:
                 raise exc.at(where) from None
         return self._cache[cache_key]
+
+
+#: at most this many plugins are named in the hint of a refused (metric, estimator) pair
+SUGGESTED = 4
+
+
+def _check_scores(estimators: dict[str, Estimator], metrics: dict[str, Metric], registry: Registry) -> None:
+    """Refuse a metric that cannot score an estimator's estimates (:attr:`Metric.scores`, :attr:`Estimator.gives`).
+
+    Every metric of a scenario scores every estimator, and a number computed from numeric-mean's
+    two-point stand-in by TV would read as an error of the estimate while saying nothing about it.
+    """
+    for m_label, metric in metrics.items():
+        for e_label, estimator in estimators.items():
+            gives = type(estimator).gives
+            if metric.can_score(gives):
+                continue
+            scores = type(metric).scores or ()
+            metric_alt = [e.name for e in registry.entries("metric") if gives in (getattr(e.cls, "scores", ()) or ())]
+            estimator_alt = [e.name for e in registry.entries("estimator") if getattr(e.cls, "gives", None) in scores]
+            raise ScenarioError(
+                f"{metric.name} cannot score estimator '{e_label}': {estimator.name} estimates a {gives}, "
+                f"{metric.name} scores only {' or '.join(scores)} estimates",
+                field=f"metrics.{m_label}",
+                hint=f"a scenario's metrics score all its estimators: score {estimator.name} with "
+                f"{_some(metric_alt, 'a metric for it')} and use {metric.name} with "
+                f"{_some(estimator_alt, 'an estimator it scores')}, in scenarios of their own",
+            )
+
+
+def _some(names: Sequence[str], otherwise: str) -> str:
+    """'a or b', at most :data:`SUGGESTED` names ('e.g. a, b, c or d'), or ``otherwise`` if there are none."""
+    if not names:
+        return otherwise
+    shown = list(names[:SUGGESTED])
+    text = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
+    return f"e.g. {text}" if len(names) > SUGGESTED else text
 
 
 def _observe(table: dict, where: str, default: str) -> str:

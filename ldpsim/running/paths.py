@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..base.errors import ScenarioError, did_you_mean
+from .schema import MAX_DEPTH
 
 Part = str | int
 
@@ -129,10 +130,14 @@ def parse_value(raw: str, field: str | None = None) -> Any:
         return tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
         pass
+    except RecursionError:  # tomllib recurses once per level of nesting
+        raise ScenarioError(
+            "nests lists or tables too deeply to read", field=field, hint=f"a value nests at most {MAX_DEPTH} levels"
+        ) from None
     if "," in raw and raw[:1] not in "[{":
         try:
             items = tomllib.loads(f"v = [{raw}]")["v"]
-        except tomllib.TOMLDecodeError:
+        except (tomllib.TOMLDecodeError, RecursionError):  # too deep for a list of numbers anyway
             items = None
         if items and all(isinstance(x, int | float) and not isinstance(x, bool) for x in items):
             return items

@@ -17,6 +17,7 @@ import numpy as np
 import xarray as xr
 
 from ..base.errors import LdpsimError
+from ..results.combine import repetition_seeds
 from ..theory.diagnostics import check_estimate
 from .runner import preflight
 from .scenario import load_scenario
@@ -60,7 +61,7 @@ def check_results(
     """
     try:
         doc = json.loads(ds.attrs["resolved_scenario"])
-    except (KeyError, ValueError, TypeError):
+    except (KeyError, ValueError, TypeError, RecursionError):  # RecursionError: nested thousands deep
         raise LdpsimError(
             "the results file has no resolved scenario", hint="give a file written by `ldpsim run`"
         ) from None
@@ -100,7 +101,5 @@ def check_results(
 def repetitions(ds: xr.Dataset) -> list[tuple[int, int, int]]:
     """``(rep, seed, seed_rep)`` of every repetition: its index in ``ds``, the root seed and the repetition
     index it was drawn with (they differ from the file's seed and ``rep`` in merged results)."""
-    n = ds.sizes["rep"]
-    seeds = ds["seed"].values if "seed" in ds.coords else np.full(n, int(ds.attrs["seed"]))
-    reps = ds["seed_rep"].values if "seed_rep" in ds.coords else ds["rep"].values
-    return [(i, int(seeds[i]), int(reps[i])) for i in range(n)]
+    seeds, reps = repetition_seeds(ds)  # checked: a file's seeds are data
+    return [(i, int(seed), int(rep)) for i, (seed, rep) in enumerate(zip(seeds, reps))]

@@ -53,7 +53,7 @@ from ..plugin.registry import Registry, get_registry
 from ..results.variables import declared
 from .build import Builder, Setup, check_setups
 from .paths import parse_override, parse_path, related, set_path
-from .schema import FIELDS, MAX_SEED, ROUNDS, check_fields, int_field, normalize, str_field
+from .schema import FIELDS, MAX_DEPTH, MAX_SEED, ROUNDS, check_depth, check_fields, int_field, normalize, str_field
 from .sweep import RESERVED_AXES, Axis, Point, grid_points, parse_axes
 
 
@@ -160,6 +160,7 @@ def load_scenario(
     for key, value in items:
         set_path(doc, key, value)
         applied.append(f"{key}={json.dumps(value, default=str)}")
+    check_depth(doc)  # an override's value may nest deep
     doc = normalize(doc)  # an override may have used the list shorthand
     check_fields(doc)
     axes = parse_axes(doc)
@@ -206,6 +207,7 @@ def load_scenario(
 def _read(source: str | Path | Mapping[str, Any]) -> tuple[str | None, dict, Path | None]:
     """(text, document, path) of a file, or (None, a deep copy, None) of a mapping."""
     if isinstance(source, Mapping):
+        check_depth(dict(source))  # before copying: deepcopy recurses once per level
         return None, copy.deepcopy(dict(source)), None
     path = Path(source)
     if not path.is_file():
@@ -218,6 +220,11 @@ def _read(source: str | Path | Mapping[str, Any]) -> tuple[str | None, dict, Pat
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(f"invalid TOML: {exc}", hint="fix the syntax at that line") from None
+    except RecursionError:  # tomllib recurses once per level of nesting
+        raise ScenarioError(
+            "lists or tables nested too deeply to read", hint=f"a scenario nests at most {MAX_DEPTH} levels"
+        ) from None
+    check_depth(doc)
     return text, doc, path
 
 

@@ -34,6 +34,33 @@ PLOT_FIELDS = ("kind", "metric", "estimator", "sweep", "at", "hue", "col", "row"
 REQUIRED = ("domain", "dataset", "cohorts", "estimators", "metrics")
 #: the largest seed: results store it as an int64
 MAX_SEED = 2**63 - 1
+#: the deepest nesting of tables and lists a scenario may hold. The deepest shipped scenario nests 7 levels;
+#: reading, copying and checking a document recurse once per level, so one nested thousands deep (or a
+#: mapping that holds itself) would end in a RecursionError instead of a message
+MAX_DEPTH = 32
+
+
+def check_depth(doc: Any) -> None:
+    """Refuse a document nesting tables and lists more than :data:`MAX_DEPTH` levels deep (without recursing).
+
+    Raises
+    ------
+    ScenarioError
+        Naming the top-level field that nests too deep.
+    """
+    stack: list[tuple[Any, int, str | None]] = [(doc, 0, None)]
+    while stack:
+        node, depth, top = stack.pop()
+        if not isinstance(node, dict | list):
+            continue
+        if depth >= MAX_DEPTH:
+            raise ScenarioError(
+                f"nests tables and lists more than {MAX_DEPTH} levels deep",
+                field=top,
+                hint=f"a scenario nests at most {MAX_DEPTH} levels (the shipped ones 7 at most)",
+            )
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        stack.extend((value, depth + 1, str(key) if top is None else top) for key, value in items)
 
 
 def normalize(doc: dict) -> dict:

@@ -90,8 +90,8 @@ def check_estimator(
 ) -> None:
     """An estimator keeps the contract of :class:`ldpsim.Estimator`.
 
-    Checks that it implements ``_estimate`` rather than overriding the checked ``estimate``; that its
-    parameters are validated; that it accepts the mechanism (``check_setup``); that it gives a
+    Checks that it implements ``_estimate`` rather than overriding the checked ``estimate``; that it
+    says what its estimate is (``gives``); that its parameters are validated; that it accepts the mechanism (``check_setup``); that it gives a
     distribution (with its declared outputs only) and the same one twice from the same observations;
     and that it is consistent: from ``users`` reports of a known distribution its estimate is within
     ``tolerance`` in total variation of the users' empirical distribution.
@@ -118,6 +118,8 @@ def check_estimator(
     assert not overrides(type(estimator), Estimator, "estimate"), (
         f"{name} overrides estimate(), which checks and times what _estimate returns: implement _estimate"
     )
+    gives = type(estimator).gives
+    assert isinstance(gives, str) and gives, f"{name}.gives must name what the estimate is, e.g. 'distribution'"
     check_configurable(type(estimator), estimator.get_params())
     if mechanism is None:
         from ..plugin.registry import get_registry
@@ -209,7 +211,8 @@ def check_metric(metric: Metric, domain: Domain | None = None, *, seed: int = 0,
     parameters are validated and it accepts ``domain``; that it scores random distributions with a
     finite number, the same one twice, and (with ``zero_at_truth``, for errors) 0 when the estimate is
     the truth and at least 0 otherwise; that it gives exactly its declared outputs; and that its
-    ``units`` is a string ("distance" for the domain's unit of distance).
+    ``units`` is a string ("distance" for the domain's unit of distance) and ``scores`` None or a tuple of
+    what estimators give.
 
     Parameters
     ----------
@@ -230,6 +233,10 @@ def check_metric(metric: Metric, domain: Domain | None = None, *, seed: int = 0,
     name = type(metric).__name__
     assert not overrides(type(metric), Metric, "__call__"), f"{name} overrides __call__: implement _compute instead"
     assert isinstance(type(metric).units, str), f"{name}.units must be a string"
+    scores = type(metric).scores
+    assert scores is None or (isinstance(scores, tuple) and scores and all(isinstance(s, str) and s for s in scores)), (
+        f"{name}.scores must be None (any estimate) or a tuple of what estimators give, e.g. ('distribution',)"
+    )
     check_configurable(type(metric), metric.get_params())
     domain = domain if domain is not None else Integers(low=0, high=9)
     metric.check_domain(domain)

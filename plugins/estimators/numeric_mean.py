@@ -11,7 +11,8 @@ the spread of the reports, sqrt(s^2 / n) per plan).
 An estimator returns a distribution: this one gives the least-spread distribution with that
 mean, mass on the two domain values around it (the mean clipped to [low, high], which only moves
 it toward the truth). The ``mean`` metric scores it as |estimate - true mean|; distances
-between distributions (``tv``, ``emd``) say nothing about it.
+between distributions (``tv``, ``emd``) say nothing about it, so a scenario pairing them with it
+is refused (``gives = "mean"``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class NumericMean(Estimator):
     """The literature's unbiased mean of numeric mechanisms (Duchi et al., Piecewise, Hybrid, Square Wave); mean metric only."""
 
     name = "numeric-mean"
+    gives = "mean"  # its distribution is a two-point stand-in for the mean: only the mean metric scores it
     outputs = (
         # not "mean": that is the label of the mean metric, whose scores are a variable of that name
         Variable("numeric_mean", ("estimator", TASK), "unbiased estimate of the users' mean value", optional=True),

@@ -10,7 +10,8 @@ result variable ``vector_mean(estimator, <sweeps>, rep, attribute)``, with its s
 
 An estimator returns a distribution: this one gives the product over the attributes of the least-spread
 distribution with each attribute's mean (mass on the two values around it, the mean clipped to the
-attribute's range). Only ``vector-mean-mse`` (which reads ``vector_mean``) scores what it estimates.
+attribute's range). Only ``vector-mean-mse`` (which reads ``vector_mean``) scores what it estimates
+(``gives = "vector-mean"``): a scenario pairing it with another metric is refused.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class VectorMean(Estimator):
     """The unbiased mean vector of numeric tuples (duchi-md, pm-sampling, hm-sampling); vector-mean-mse only."""
 
     name = "vector-mean"
+    gives = "vector-mean"  # its distribution is a product of two-point stand-ins: only vector-mean-mse scores it
     outputs = (
         Variable(
             "vector_mean",

@@ -30,6 +30,7 @@ class Mean(_Aggregate):
 
     name = "mean"
     domain_kinds = ("integers",)
+    scores = ("distribution", "mean")  # a mean's estimate too (numeric-mean): the error reads only the mean
 
     def _weights(self, domain: Domain) -> np.ndarray:
         return np.asarray(domain.coords()["value"], dtype=float)

@@ -90,6 +90,7 @@ class CentralizedIP(Metric):
 
     name = "cip-mse"
     from_run = ("users",)
+    scores = None  # it ignores the estimate: the optimum it gives is the same for every estimator
     eps = Param("float", gt=0, doc="the CIP level of Definition 4 (sweep it with the local models' eps)")
     users = Param("int", None, ge=1, doc="N, the number of users; a scenario takes it from the run (its users)")
     priors = Param("vector", ge=0, le=1, doc="P(X_i = 1) of each group of users (002 Fig. 8: local priors)")

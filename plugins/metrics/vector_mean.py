@@ -1,7 +1,8 @@
 """The error of an estimated mean vector (numeric tuples): the mean over attributes of the squared error.
 
-It reads the ``vector_mean`` output of the ``vector-mean`` estimator (NaN for estimators without one): a
-distribution over the cells says nothing about the papers' unbiased means, which may leave the range.
+It reads the ``vector_mean`` output of the ``vector-mean`` estimator (NaN for estimators without one, and a
+scenario pairing it with one is refused): a distribution over the cells says nothing about the papers'
+unbiased means, which may leave the range.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ class VectorMeanMSE(Metric):
     name = "vector-mean-mse"
     domain_kinds = ("product",)
     reads = ("vector_mean",)
+    scores = ("vector-mean",)  # only an estimator that gives vector_mean: of any other, the score is NaN
 
     def _check_domain(self, domain: Domain) -> None:
         assert isinstance(domain, Product)
