@@ -5,16 +5,40 @@ The new file is written under a hidden temporary name in the same folder, flushe
 so a power cut leaves the old file or the new one, not an empty or truncated one. The
 temporary name holds the writer's process id: a later write to the same target removes the
 temporary files of writers that no longer run (a write killed by SIGKILL cannot clean up).
+
+A write that fails for want of room says so, whatever the library writing the file reported
+(netCDF reports a device without a byte left as "Permission denied"): see :data:`FULL_DEVICE_BYTES`.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from .errors import LdpsimError
+from .memory import format_bytes
+
+#: errors that mean the device (or a quota, or the limit on a file's size) has no room
+NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+#: a write that fails while fewer bytes than this are free on its device failed for want of room, whatever the
+#: error says: netCDF reports a device without a byte left as "Permission denied" (EACCES), one with a few
+#: kilobytes left as "NetCDF: HDF error". A write runs out of room with the device down to its last blocks (a
+#: block is 4 KB, a write buffer at most a few hundred), and a write failing for another reason on a device
+#: this full is rare enough that "make room" is the right advice for it too
+FULL_DEVICE_BYTES = 1 << 20
+
+
+class NoSpaceError(LdpsimError):
+    """A file that does not fit on its device (or in the quota) as it is."""
+
+
+#: the temporary files this process is writing now (another process may have had its process id)
+_writing: set[str] = set()
 
 
 @contextmanager
@@ -32,14 +56,86 @@ def atomic_path(path: str | os.PathLike, *, suffix: str = ".tmp", clean: bool = 
         remove_stale(path, suffix)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=suffix, dir=path.parent)
     os.close(fd)
+    _writing.add(os.path.abspath(tmp))
     try:
         yield Path(tmp)
         os.chmod(tmp, 0o666 & ~_umask())
         _fsync(tmp)
         os.replace(tmp, path)
         _fsync(path.parent, directory=True)
+    except (OSError, RuntimeError) as exc:  # RuntimeError: how the netCDF library reports a failed write
+        code = getattr(exc, "errno", None)
+        free = free_bytes(path.parent)  # with the temporary file still there: the device as the write left it
+        if code not in NO_ROOM and free is not None and free < FULL_DEVICE_BYTES:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from exc
+        raise
     finally:
         Path(tmp).unlink(missing_ok=True)  # no-op after the replace
+        _writing.discard(os.path.abspath(tmp))
+
+
+def free_bytes(folder: str | os.PathLike) -> int | None:
+    """Bytes free to this user on the device holding ``folder`` (None if the platform cannot say)."""
+    try:
+        found = os.statvfs(folder)
+    except (OSError, AttributeError):  # no statvfs on Windows
+        return None
+    return found.f_bavail * found.f_frsize
+
+
+def device_of(path: str | os.PathLike) -> Path:
+    """The mount point of the device holding ``path`` (its folder if that cannot be found)."""
+    folder = Path(os.path.abspath(path)).parent
+    here = folder
+    while not os.path.ismount(here):
+        if here.parent == here:
+            return folder
+        here = here.parent
+    return here
+
+
+def no_space(path: str | os.PathLike, need: int, free: int) -> NoSpaceError:
+    """The one-line error of a file of at least ``need`` bytes that does not fit in the ``free`` bytes of its
+    device (``need`` at most ``free``: the file took more than that)."""
+    room = (
+        f"need at least {format_bytes(need)}, {format_bytes(free)} free"
+        if need > free
+        else f"it needs more than the {format_bytes(free)} free"
+    )
+    return NoSpaceError(
+        f"no space left on {device_of(path)} for '{path}' ({room})",
+        field="output",
+        hint="free some disk space, or write elsewhere",
+    )
+
+
+def require_space(path: str | os.PathLike, need: int) -> int | None:
+    """Refuse, before writing it, a file of at least ``need`` bytes at ``path`` that its device has no room for.
+
+    Returns
+    -------
+    int or None
+        The bytes free on the device (None if the platform cannot say).
+
+    Raises
+    ------
+    NoSpaceError
+        Naming the device, the size and the room left.
+    """
+    free = free_bytes(Path(os.path.abspath(path)).parent)
+    if free is not None and free < need:
+        raise no_space(path, need, free)
+    return free
+
+
+def for_want_of_room(exc: BaseException) -> bool:
+    """Whether ``exc``, or an error it was raised while handling, is an OSError saying there was no room."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in NO_ROOM:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def remove_stale(path: str | os.PathLike, suffix: str = ".tmp") -> list[Path]:
@@ -86,8 +182,8 @@ def _unlink_dead(found: list[tuple[Path, int | None]]) -> list[Path]:
     """Remove the temporary files whose writer (pid, None if unknown) no longer runs; return those removed."""
     removed = []
     for candidate, pid in found:
-        if pid is not None and _running(pid):
-            continue  # a write in progress (or this process's own)
+        if pid is not None and _running(pid, candidate):
+            continue  # a write in progress (this process's own, or another's)
         try:
             candidate.unlink()
         except OSError:
@@ -96,9 +192,10 @@ def _unlink_dead(found: list[tuple[Path, int | None]]) -> list[Path]:
     return removed
 
 
-def _running(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
+def _running(pid: int, temporary: Path) -> bool:
+    """Whether process ``pid`` is writing ``temporary`` (as far as can be told: a process of that id runs)."""
+    if pid == os.getpid():  # this process's write, or a killed writer's that had this id (a container's process)
+        return os.path.abspath(temporary) in _writing
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from ..base.atomic import FULL_DEVICE_BYTES, for_want_of_room, no_space, remove_stale, require_space
 from ..base.errors import LdpsimError, ParameterError
 from ..base.threads import one_blas_thread
 from ..estimation.observations import round_channels
@@ -75,6 +76,12 @@ MAX_BATCH_GROWTH = 8
 #: loses at most this many seconds of work, and a sweep of millisecond runs writes a few files, not one per
 #: batch (113 writes and fsyncs were a sixth of 002-fig5's wall time), or none if it takes less
 CHECKPOINT_SECONDS = 5.0
+#: bytes a netCDF4 file takes beyond its variables' numbers, at least: its superblock and root group (6.4 kB
+#: with one variable, measured with netCDF 4.9 / HDF5 1.14), then each variable's header (0.5-1.5 kB); lower
+#: bounds, so that a file refused up front for want of room (:func:`file_bytes`) could not have been written; a
+#: file takes at most about twice that bound (a small one; a large one is mostly its numbers)
+FILE_BYTES = 4096
+VARIABLE_BYTES = 400
 
 
 class _Stacked(LazyResults[TaskResult]):
@@ -267,7 +274,7 @@ def execute(
     runner = make_executor(executor, jobs=jobs, workers=workers, scheduler=scheduler)
     todo = tasks(scenario)
     preflight(scenario)
-    done = checkpoint.load() if checkpoint is not None else {}
+    done = checkpoint.load(layout(scenario)) if checkpoint is not None else {}  # its arrays checked against it
     results: Batches[TaskResult] = Batches([_Stacked.of_results(done[t.key] for t in todo if t.key in done)])
     started = time.perf_counter()
     if progress:
@@ -314,6 +321,13 @@ def execute(
     code = checkpoint.code if checkpoint is not None else None
     attrs = provenance(scenario, wall_seconds=time.perf_counter() - started, code=code)
     return assemble(layout(scenario), results, attrs=attrs, seed=scenario.seed)
+
+
+def file_bytes(ds: xr.Dataset) -> int:
+    """Bytes a results file of ``ds`` takes at least: its numbers, uncompressed as they are written, and the
+    file's structure (labels, stored as variable-length strings, come on top)."""
+    numbers = sum(var.nbytes for var in ds.variables.values() if var.dtype.kind in "biufcmM")
+    return FILE_BYTES + VARIABLE_BYTES * len(ds.variables) + numbers
 
 
 def layout(scenario: Scenario) -> Layout:
@@ -405,6 +419,7 @@ def run_scenario(
     target = check_output(output)
     inputs = [*(scenario.builder.inputs if scenario.builder else ()), scenario.source]
     check_overwrite(target, [path for path in inputs if path is not None], force=force)
+    remove_stale(target)  # a results file's write cut short by a kill (it may be large): its room is free again
     checkpoint = Checkpoint(target, scenario, resume=resume)
     try:
         ds = execute(scenario, executor=runner, checkpoint=checkpoint, progress=progress)
@@ -414,8 +429,16 @@ def run_scenario(
         if not len(checkpoint):
             checkpoint.remove()  # nothing to resume: leave no trace
         raise  # finished tasks stay in the checkpoint; a run without resume refuses to discard them
+    need = file_bytes(ds)
     try:
-        save_results(ds, target)
+        free = require_space(target, need)  # a file that cannot fit is not begun
+        try:
+            save_results(ds, target)
+        except LdpsimError as exc:
+            # the device had about as much room as the file needs: say so (else a quota, a file size limit)
+            if free is not None and free < FULL_DEVICE_BYTES + 2 * need and for_want_of_room(exc):
+                raise no_space(target, need, free) from None
+            raise
     except LdpsimError as exc:  # a full disk at the very end: keep the work, say where it is
         try:
             checkpoint.flush()

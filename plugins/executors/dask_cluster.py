@@ -9,6 +9,12 @@ a run uses this executor (``pip install 'ldpsim[dask]'``). Its clients are not
 made dask's default: a run leaves dask's configuration as it found it (a client
 left as the default, say by a failed connection, would send xarray's later file
 writes to that cluster's locks).
+
+A cluster left without workers (all of them killed, or their machines gone) would keep the run's tasks
+waiting for ever: a run stops with one line once its cluster has had no worker for
+:data:`NO_WORKERS_SECONDS`, and likewise when a task's workers keep dying under it. A client that
+fails to connect is closed at once (left to the garbage collector, it printed a traceback seconds
+after the run had said what failed).
 """
 
 from __future__ import annotations
@@ -17,12 +23,51 @@ import logging
 import multiprocessing
 import signal
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from ldpsim import Executor, LdpsimError, Param, ParameterError, hookimpl
+
+#: a run stops once its cluster has had no worker for this long: its tasks would wait for ever, and a minute
+#: covers what replaces workers by itself (a nanny restarts a killed worker in seconds, an adaptive cluster
+#: asks for new ones at once) without leaving a run hung for long
+NO_WORKERS_SECONDS = 60.0
+#: seconds between two looks at the cluster's workers (each one a message to the scheduler)
+WORKERS_POLL_SECONDS = 1.0
+#: how long a connection to a running scheduler may take
+CONNECT_TIMEOUT = "10s"
+
+
+class _WorkersWatch(threading.Thread):
+    """Cancels the run's tasks once the cluster has had no worker for ``seconds``; ``lost`` then says so."""
+
+    def __init__(self, client: Any, futures: list[Any], seconds: float) -> None:
+        super().__init__(name="ldpsim-dask-workers", daemon=True)
+        self.client, self.futures, self.seconds = client, futures, seconds
+        self.done = threading.Event()
+        self.lost = False
+
+    def run(self) -> None:
+        since = None
+        while not self.done.wait(WORKERS_POLL_SECONDS):
+            try:
+                workers = len(self.client.nthreads())
+            except Exception:  # the scheduler itself unreachable: the client's own errors tell the run
+                continue
+            now = time.monotonic()
+            since = None if workers else since if since is not None else now
+            if since is not None and now - since >= self.seconds:
+                self.lost = True
+                with suppress(Exception):
+                    self.client.cancel(self.futures)  # the run's wait for them ends
+                return
+
+    def stop(self) -> None:
+        self.done.set()
+        self.join(timeout=2 * WORKERS_POLL_SECONDS)  # a look in progress may wait on the scheduler: not for long
 
 
 @contextmanager
@@ -88,7 +133,7 @@ class Dask(Executor):
 
     def run(self, function: Callable[[Any], Any], tasks: Sequence[Any]) -> Iterator[Any]:
         try:
-            from distributed import Client, LocalCluster, as_completed
+            from distributed import Client, KilledWorker, LocalCluster, as_completed
         except ImportError:
             raise LdpsimError("the dask executor needs dask.distributed: pip install 'ldpsim[dask]'") from None
         cluster = None
@@ -109,24 +154,61 @@ class Dask(Executor):
                     )
                 client = Client(cluster, set_as_default=False)
             else:
-                try:
-                    client = Client(self.scheduler, timeout="10s", set_as_default=False)
-                except (OSError, TimeoutError, ValueError) as exc:  # ValueError: a malformed address
-                    raise LdpsimError(
-                        f"cannot reach the dask scheduler at {self.scheduler} ({exc})",
-                        field="scheduler",
-                        hint="check the address, or leave out the scheduler to start a local cluster",
-                    ) from None
+                client = _connect(Client, self.scheduler)
+            address = self.scheduler or (cluster.scheduler_address if cluster is not None else "")
             with client:
                 futures = client.map(function, tasks, pure=False)
+                watch = _WorkersWatch(client, futures, NO_WORKERS_SECONDS)
+                watch.start()
                 try:
                     for future in as_completed(futures, loop=client.loop):
+                        if watch.lost:
+                            break
                         yield future.result()
+                except KilledWorker:
+                    raise LdpsimError(
+                        f"the workers of the Dask cluster at {address} kept dying running a task"
+                        " (killed, or out of memory?)",
+                        hint="the runs finished so far are kept: give the workers more memory, then run again with --resume",
+                    ) from None
+                except Exception:
+                    if not watch.lost:  # a task's own error
+                        raise
                 finally:
+                    watch.stop()
                     client.cancel(futures)
+                if watch.lost:
+                    raise LdpsimError(
+                        f"the Dask cluster at {address} has had no workers left for {NO_WORKERS_SECONDS:g} s",
+                        hint="the runs finished so far are kept: start workers and run again with --resume",
+                    )
         finally:
             if cluster is not None:
                 cluster.close()
+
+
+def _connect(client_class: Any, address: str) -> Any:
+    """A client of the scheduler at ``address``; one that fails to connect is closed here, not left half made.
+
+    Left to the garbage collector, a client that failed to start closed itself when the run had ended, its
+    event loop gone, and printed a traceback 20 s after the run's own error.
+    """
+    client = client_class.__new__(client_class)  # held before it starts, so that a failed start can be closed
+    try:
+        client.__init__(address, timeout=CONNECT_TIMEOUT, set_as_default=False)
+    except (OSError, TimeoutError, ValueError, TypeError) as exc:  # ValueError: a malformed address
+        with suppress(Exception):
+            client.close(timeout=2)
+        raise LdpsimError(
+            f"cannot reach the dask scheduler at {address} ({exc})",
+            field="scheduler",
+            hint="check the address, or leave out the scheduler to start a local cluster",
+        ) from None
+    except BaseException:
+        with suppress(Exception):
+            client.close(timeout=2)
+        raise
+    return client
 
 
 @hookimpl
