@@ -15,7 +15,10 @@ Two estimators, two derivations:
 * **Matrix inversion.** The unbiased estimate ``v = q A^+`` is linear in the observed frequencies
   ``q``, so its covariance is exact: ``A^+T (diag(lambda) - lambda lambda^T) A^+ / n`` per plan,
   with ``lambda`` estimated by ``theta A`` (``theta`` the projected estimate), and plans weighted by
-  their share of the users.
+  their share of the users. A mechanism's own unbiased estimate (OUE, RAPPOR, local hashing,
+  Hadamard, subset selection, CMS) has the variance it declares in closed form
+  (``Mechanism.estimate_variance``) plus the users' sampling: ``(estimate_variance(theta) +
+  theta (1 - theta)) / n`` per value (see :func:`ldpsim.estimation.unbiased.plan_moments`).
 
 Both are asymptotic: they hold when every value's expected count of users is large, and the MLE's
 only for values inside the simplex. The guide's page "How sure is an estimate" (docs/guide/uncertainty.md) reports measured coverage.
@@ -33,7 +36,7 @@ from ..base.errors import ParameterError
 from .engine import Likelihood
 from .observations import Observations, ReportGroup
 from .simplex import project_simplex
-from .unbiased import plan_matrix
+from .unbiased import plan_matrix, plan_moments
 
 #: largest domain for which the K x K information matrix is formed
 MAX_INTERVAL_VALUES = 4096
@@ -170,30 +173,32 @@ def mle_uncertainty(observations: Observations, theta: np.ndarray) -> Uncertaint
 
 
 def unbiased_uncertainty(observations: Observations, estimate: np.ndarray) -> Uncertainty:
-    """Standard errors of the unbiased estimate ``v = q A^+`` from its exact covariance.
+    """Standard errors of the unbiased estimate (:func:`ldpsim.unbiased_estimate`) from its exact variances.
 
-    ``Cov(v) = A^+T (diag(lambda) - lambda lambda^T) A^+ / n`` per plan is exact for the true output
-    distribution ``lambda``; it is estimated by ``theta A`` with ``theta`` the projection of ``v`` onto
-    the simplex. (Plugging in the observed frequencies instead gives zero variance to outputs nobody
-    reported, and intervals that are too short where reports are rare: 89 % coverage of nominal 95 %
-    for the truncated geometric at eps = 2 in scenarios/coverage.toml.)
-    Plans whose mechanism has its own unbiased estimate (not ``q A^+``) have no formula here yet,
-    so their values' errors are unknown (infinite).
+    Per plan, :func:`ldpsim.estimation.unbiased.plan_moments` at ``theta``, the projection of the
+    estimate onto the simplex: for ``v = q A^+``, ``Cov(v) = A^+T (diag(lambda) - lambda lambda^T) A^+ / n``,
+    exact for the true output distribution ``lambda``, estimated by ``theta A``. (Plugging in the
+    observed frequencies instead gives zero variance to outputs nobody reported, and intervals that
+    are too short where reports are rare: 89 % coverage of nominal 95 % for the truncated geometric
+    at eps = 2 in scenarios/coverage.toml.) For a mechanism's own unbiased estimate, the variances it
+    declares (``estimate_variance``) plus the users' sampling, ``theta (1 - theta)``; it declares no
+    covariance between values, so the result has none (no :meth:`Uncertainty.linear_interval`). A
+    mechanism whose own estimate declares no variance leaves every value's error unknown (infinite).
+    Plans are weighted by their share of the users: ``Var = sum_plans (n_plan / n)^2 Var_plan``.
     """
     estimate = np.asarray(estimate, dtype=float)
     theta = project_simplex(estimate)
     k = observations.domain.size
-    cov = np.zeros((k, k))
+    variance = np.zeros(k)
+    cov: np.ndarray | None = np.zeros((k, k))
     for group in observations.groups:
-        plan = group.plan
-        if len(plan) == 1 and plan[0].capabilities.unbiased_estimate:
-            return _unknown(estimate, "none: the mechanism's own unbiased estimate has no covariance formula here")
-        a = plan_matrix(plan)
-        lam = theta @ a
-        pinv = np.linalg.pinv(a.T)  # v = pinv(A^T) q, as lstsq solves it
-        spread = (pinv * lam) @ pinv.T - np.outer(pinv @ lam, pinv @ lam)
-        cov += (group.n / observations.n) ** 2 * spread / group.n
-    se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+        moments = plan_moments(group.plan, theta, given=False)
+        if moments is None:
+            return _unknown(estimate, "none: the mechanism's own unbiased estimate declares no variance")
+        share = (group.n / observations.n) ** 2
+        variance += share * moments.variance / group.n
+        cov = None if cov is None or moments.covariance is None else cov + share * moments.covariance / group.n
+    se = np.sqrt(np.clip(variance, 0.0, None))
     k_nan = np.full(k, np.nan)
     return Uncertainty(estimate, se, np.zeros(k, dtype=bool), k_nan, k_nan, "exact", cov)
 

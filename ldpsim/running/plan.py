@@ -19,7 +19,9 @@ a target half-width are closed form. Its error against the users' own values (wh
 score) has covariance ``A^+T (diag(lambda) - A^T diag(theta) A) A^+`` per user (the sampling of the
 values removed), and a bias ``theta (A A^+ - I)`` when A has no left inverse: the RMS L2 error is
 ``sqrt(|b|^2 + tr(Sigma) / n)`` exactly, the TV error a normal approximation (folded normal per
-value). These are the *unbiased* estimate's errors: INV-N and INV-P post-process it (INV-P's L2
+value). A mechanism's own unbiased estimate (OUE, RAPPOR, hashing, ...) has its declared
+``estimate_variance(theta)`` against the users' values, plus ``theta (1 - theta)`` in total, no bias.
+These are the *unbiased* estimate's errors: INV-N and INV-P post-process it (INV-P's L2
 error is at most this), so by default only the half-width is analytic for them.
 
 **Simulation** otherwise: count-level simulations (one multinomial per value, whatever the number
@@ -45,12 +47,14 @@ from ..base.errors import LdpsimError, ParameterError
 from ..base.threads import one_blas_thread
 from ..estimation.estimator import Estimator, InversionEstimator
 from ..estimation.observations import Observations
+from ..estimation.unbiased import plan_moments
 from ..estimation.uncertainty import check_level
 from ..model.dataset import Dataset
 from ..model.domains import Domain, parse_domain
 from ..model.mechanism import Mechanism
 from ..plugin.registry import Registry, get_registry
 from ..theory.sampling import cohort_group
+from .schema import MAX_SEED
 from .simulation import stream
 
 ERRORS = ("tv", "l2", "max", "halfwidth")
@@ -64,6 +68,10 @@ SIM_RATIO = 1.05
 MAX_STEPS = 14
 #: analytic searches stop at this ratio
 ANALYTIC_RATIO = 1 + 1e-6
+#: the most simulation runs per point: at 10,000 the Monte-Carlo standard error is 1 % of one run's spread,
+#: finer than the 5 % bracket (SIM_RATIO) the search stops at; each point costs that many estimates, and a
+#: search evaluates some twenty points, so more runs would only make the plan look hung
+MAX_REPETITIONS = 10_000
 
 _DESCRIPTIONS = {
     "tv": "TV",
@@ -232,7 +240,7 @@ def plan(
         ``auto`` (analytic where the formula is the estimator's own, else simulation),
         ``analytic`` or ``simulation``.
     repetitions, seed
-        Simulation runs per point, and the root of their randomness.
+        Simulation runs per point (2 to ``MAX_REPETITIONS``), and the root of their randomness (>= 0).
 
     Returns
     -------
@@ -264,8 +272,13 @@ def plan(
         raise ParameterError(f"must be an integer in 1..{MAX_USERS}, got {users!r}", field="users", hint="e.g. 100000")
     if eps is not None and not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps > 0):
         raise ParameterError(f"must be a number > 0, got {eps!r}", field="eps", hint="e.g. 1")
-    if isinstance(repetitions, bool) or not isinstance(repetitions, int) or repetitions < 2:
-        raise ParameterError(f"must be an integer >= 2, got {repetitions!r}", field="repetitions", hint="e.g. 20")
+    if isinstance(repetitions, bool) or not isinstance(repetitions, int) or not 2 <= repetitions <= MAX_REPETITIONS:
+        raise ParameterError(
+            f"must be an integer in 2..{MAX_REPETITIONS:,}, got {repetitions!r}", field="repetitions", hint="e.g. 20"
+        )
+    # as a scenario's seed: SeedSequence entropy is >= 0, and results store it as an int64
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= seed <= MAX_SEED:
+        raise ParameterError(f"must be an integer in 0..{MAX_SEED}, got {seed!r}", field="seed", hint="e.g. 0")
     model = _Model(
         registry,
         parse_domain(domain) if isinstance(domain, str) else domain,
@@ -280,7 +293,11 @@ def plan(
         repetitions,
         seed,
     )
-    model.mechanism(eps if eps is not None else 1.0)  # a bad parameter fails before anything runs
+    first = model.mechanism(eps if eps is not None else 1.0)  # a bad parameter fails before anything runs
+    try:  # ... and an estimator that cannot take the mechanism (marginals needs a tuple protocol)
+        model.estimator.check_setup(model.domain, [(first,)])
+    except LdpsimError as exc:
+        raise exc.at("estimator") from None
     analytic = model.analytic_reason(method, eps if eps is not None else 1.0)
     settings = {
         "mechanism": mechanism,
@@ -542,6 +559,14 @@ class _Model:
         ``auto`` is analytic only for the half-width, whose formula is the one the estimator states;
         the TV and L2 formulas are the unbiased estimate's, before the estimator's post-processing.
         """
+        if self.error == "halfwidth" and isinstance(self.estimator, InversionEstimator) and self._undeclared(eps):
+            if getattr(self.estimator, "interval_method", "analytic") == "analytic":  # else: bootstrap intervals
+                raise ParameterError(  # every interval [0, 1]: a simulated search would run to MAX_USERS
+                    f"'{self.estimator_name}' states no interval on '{self.mechanism_name}': its own unbiased"
+                    " estimate declares no variance, so every interval is [0, 1]",
+                    field="estimator",
+                    hint="use estimator ibu (Fisher-information intervals), or another error",
+                )
         if method == "simulation":
             return None
         why = self._no_formula(eps)
@@ -550,6 +575,8 @@ class _Model:
                 raise ParameterError(f"has no formula here: {why}", field="method", hint="use method simulation")
             return None
         if self.error == "halfwidth":
+            if self.mechanism(eps).capabilities.unbiased_estimate:
+                return "the closed-form variance of the mechanism's own unbiased estimate at the guessed distribution"
             return "the inversion's exact covariance at the guessed distribution"
         if method == "auto":
             return None
@@ -557,14 +584,22 @@ class _Model:
             return "the unbiased estimate's exact covariance and bias, before post-processing (INV-P's is at most this)"
         return "normal approximation of the unbiased estimate's error value by value, before post-processing"
 
+    def _undeclared(self, eps: float) -> bool:
+        """Whether the mechanism has its own unbiased estimate and declares no variance for it (at theta, or uniform)."""
+        mech, theta = self.mechanism(eps), self.dataset.distribution()
+        theta = np.full(self.domain.size, 1.0 / self.domain.size) if theta is None else np.asarray(theta, dtype=float)
+        return mech.capabilities.unbiased_estimate and mech.estimate_variance(theta) is None
+
     def _no_formula(self, eps: float) -> str | None:
         if self.error == "max":
             return "the max absolute error has no closed form"
         if not isinstance(self.estimator, InversionEstimator):
             return f"'{self.estimator_name}' is not a matrix inversion"
         mech = self.mechanism(eps)
-        if mech.capabilities.unbiased_estimate:
-            return f"'{self.mechanism_name}' has its own unbiased estimate, whose covariance has no formula here"
+        if mech.capabilities.unbiased_estimate:  # its estimate's variance is the one it declares, if it does
+            if self._undeclared(eps):
+                return f"'{self.mechanism_name}' has its own unbiased estimate, whose variance it does not declare"
+            return None if self.dataset.distribution() is not None else "the dataset's distribution is unknown"
         if mech.report_width != 1 or mech.domain.size > 4096:
             return "the mechanism's matrix is too large"
         if mech.matrix is None:
@@ -574,32 +609,32 @@ class _Model:
         return None
 
     def _moments(self, eps: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(total per-user covariance, per-user covariance against the users' values, bias) of q A^+."""
-        a = np.asarray(self.mechanism(eps).matrix, dtype=float)
-        theta = np.asarray(self.dataset.distribution(), dtype=float)
-        lam = theta @ a
-        pinv = np.linalg.pinv(a.T)  # v = pinv(A^T) q, as the estimator solves it
-        second = (pinv * lam) @ pinv.T
-        mean = pinv @ lam
-        total = second - np.outer(mean, mean)
-        r = pinv @ a.T
-        given = second - (r * theta) @ r.T
-        return total, given, mean - theta
+        """(total per-user variances, the same against the users' values, bias): see ``plan_moments``.
+
+        OUE's total, for one: ``q (1-q) / (p-q)^2 + theta_x (1-p-q) / (p-q) + theta_x (1-theta_x)``, p = 1/2,
+        q = 1 / (e^eps + 1), its declared estimate_variance plus the users' sampling.
+        """
+        moments = plan_moments((self.mechanism(eps),), np.asarray(self.dataset.distribution(), dtype=float))
+        assert moments is not None and moments.given is not None, "_no_formula lets only plans with moments through"
+        return moments.variance, moments.given, moments.bias
 
     def closed_form(self, eps: float) -> tuple[float, float]:
-        """(per-user variance term, limiting error): the error is sqrt(floor^2 + per_user / n)."""
+        """(per-user variance term, limiting error): the error is sqrt(floor^2 + per_user / n).
+
+        The half-width's is ``z^2 max_x n Var[v_x]``: a half-width h needs ``z^2 max_x n Var[v_x] / h^2`` users.
+        """
         total, given, bias = self._moments(eps)
         if self.error == "halfwidth":
             z = float(norm.ppf(0.5 + self.level / 2))
-            return z * z * float(np.max(np.diag(total))), 0.0
-        return float(np.trace(given)), float(np.sqrt(bias @ bias))
+            return z * z * float(np.max(total)), 0.0
+        return float(np.sum(given)), float(np.sqrt(bias @ bias))
 
     def analytic_error(self, users: int, eps: float) -> float:
         if self.error in ("halfwidth", "l2"):
             per_user, floor = self.closed_form(eps)
             return math.sqrt(floor * floor + per_user / users)
         _, given, bias = self._moments(eps)
-        s = np.sqrt(np.clip(np.diag(given), 0.0, None) / users)
+        s = np.sqrt(np.clip(given, 0.0, None) / users)
         with np.errstate(divide="ignore", invalid="ignore"):
             folded = np.where(
                 s > 0,
