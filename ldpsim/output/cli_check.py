@@ -151,13 +151,15 @@ def audit(
     from ..base.errors import ParameterError
     from ..model.domains import parse_domain
     from ..plugin.registry import get_registry
-    from ..running.scenario import parse_override
+    from ..running.paths import parse_override
     from ..theory.audit import audit_mechanism
 
     with user_errors():
         dom = parse_domain(domain)
         try:
-            mech = get_registry().create("mechanism", name, dom, **dict(parse_override(p) for p in param))
+            mech = get_registry().create(
+                "mechanism", name, dom, **dict(parse_override(p, "--param", "eps=1") for p in param)
+            )
         except ParameterError as exc:
             field = "--domain" if exc.field == "domain" else f"--param {exc.field}"
             raise ParameterError(exc.problem, field=field, hint=exc.hint) from None

@@ -20,6 +20,7 @@ PLAN_FLAGS = {
     "error": "--error",
     "method": "--method",
     "repetitions": "--repetitions",
+    "seed": "--seed",
     "confidence": "--level",
     "mechanism": "MECHANISM",
     "estimator": "--estimator",

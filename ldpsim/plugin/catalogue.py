@@ -16,7 +16,10 @@ folder, keyed by a fingerprint of everything the facts come from:
 Computing the fingerprint reads metadata and stats a few hundred files (milliseconds); it
 imports no plugin. The cache is a convenience, never a source of errors: a missing, unreadable,
 corrupt or stale file is rebuilt from the registry, and a folder that cannot be written is
-skipped. A registry that skipped a broken plugin is never cached, so its warning is printed on
+skipped. The file is untrusted input: anything but a regular file of at most ``MAX_BYTES`` (a FIFO,
+a device, a huge sparse file) is not read, and a listing of another shape than the one
+:func:`from_registry` builds, or with a control character in any of its text (a terminal escape
+sequence would reach the screen), is rebuilt. A registry that skipped a broken plugin is never cached, so its warning is printed on
 every run until the plugin is fixed. ``LDPSIM_CACHE_DIR`` moves the folder; ``LDPSIM_NO_CACHE=1``
 turns the cache off.
 """
@@ -26,6 +29,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import stat
 import sys
 from importlib.metadata import entry_points
 from importlib.util import find_spec
@@ -41,6 +46,17 @@ if TYPE_CHECKING:
 FORMAT = 1
 #: the cache file's name inside the cache folder
 FILE_NAME = "plugin-catalogue.json"
+
+#: the largest cache file read: the built-in plugins' catalogue is about 45 KB, so this leaves room for ninety
+#: times as many plugins, while a huge file (a sparse 2 GB one) is never read, let alone parsed
+MAX_BYTES = 4 << 20
+#: characters no cached text may hold: C0 and C1 controls (ESC starts a terminal escape sequence), DEL, and
+#: the bidirectional overrides that reorder what a terminal shows
+UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+#: ... nor a plugin's name, which ``ldpsim list`` prints inside rich markup: no brackets either
+UNPRINTABLE_NAME = re.compile(r"[\[\]\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+#: the fields of an entry of the listing, as :func:`from_registry` builds them
+ENTRY_FIELDS = ("name", "summary", "origin", "domains", "parameters")
 
 #: one plugin kind's listing: a list of entries, each a dict of printable facts
 Listing = dict[str, list[dict[str, Any]]]
@@ -114,20 +130,61 @@ def fingerprint(group: str) -> str:
 
 
 def load(key: str) -> Listing | None:
-    """The cached listing for fingerprint ``key``, or None (missing, unreadable, corrupt or stale)."""
+    """The cached listing for fingerprint ``key``, or None (missing, unreadable, corrupt, suspect or stale)."""
     folder = cache_dir()
     if folder is None:
         return None
     try:
-        data = json.loads((folder / FILE_NAME).read_text(encoding="utf-8"))
-        if not isinstance(data, dict) or data.get("fingerprint") != key:
-            return None
-        listing = data["kinds"]
-        if not isinstance(listing, dict) or not all(isinstance(v, list) for v in listing.values()):
-            return None
-        return listing
-    except (OSError, ValueError, KeyError, TypeError):
+        data = json.loads(_read_bounded(folder / FILE_NAME))
+    except (OSError, ValueError, RecursionError):
         return None
+    if not isinstance(data, dict) or data.get("fingerprint") != key:
+        return None
+    listing = data.get("kinds")
+    return listing if _valid_listing(listing) else None
+
+
+def _read_bounded(path: Path) -> str:
+    """The text of ``path`` if it is a regular file of at most ``MAX_BYTES``; OSError otherwise.
+
+    Opened without blocking (a FIFO would wait for a writer) and checked on the open descriptor, so
+    the file checked is the file read.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_BYTES:
+            raise OSError(f"{path} is not a regular file of at most {MAX_BYTES} bytes")
+        data = fh.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:  # grew since the check
+        raise OSError(f"{path} is larger than {MAX_BYTES} bytes")
+    return data.decode("utf-8")
+
+
+def _valid_listing(listing: Any) -> bool:
+    """Whether ``listing`` has the shape :func:`from_registry` builds, with printable text throughout."""
+    if not isinstance(listing, dict):
+        return False
+    for kind, entries in listing.items():
+        if not _text(kind, UNPRINTABLE_NAME) or not isinstance(entries, list):
+            return False
+        for entry in entries:
+            if not isinstance(entry, dict) or tuple(entry) != ENTRY_FIELDS:
+                return False
+            if not _text(entry["name"], UNPRINTABLE_NAME) or not _text(entry["summary"]) or not _text(entry["origin"]):
+                return False
+            domains, parameters = entry["domains"], entry["parameters"]
+            if not isinstance(domains, list) or not all(_text(d) for d in domains):
+                return False
+            if not isinstance(parameters, list) or not all(
+                isinstance(p, list) and len(p) == 2 and _text(p[0]) and _text(p[1]) for p in parameters
+            ):
+                return False
+    return True
+
+
+def _text(value: Any, forbidden: re.Pattern[str] = UNPRINTABLE) -> bool:
+    return isinstance(value, str) and forbidden.search(value) is None
 
 
 def save(key: str, listing: Listing) -> None:

@@ -27,7 +27,9 @@ of them); on fresh draws the chosen test is a single fixed test, so no
 correction is needed for the pairs and thresholds tried. (The selection ranks
 candidates by a Wilson approximation and takes exact bounds for the best few;
 a domain of more than ``MAX_VALUES`` values is audited on pairs among that
-many, spread over it. Neither affects validity, only power.)
+many, spread over it. Neither affects validity, only power.) An audit whose work (the draws, each
+distinct report's likelihood over the domain, the Bayes vulnerability) would exceed ``WORK_BUDGET``
+is refused before anything is drawn, naming the draws that fit.
 
 Confidence. Each audited path gets ``alpha = 1 - confidence`` divided by the
 number of paths (a union bound), split between the two one-sided
@@ -66,7 +68,7 @@ from ..model.domains import Domain
 from ..model.mechanism import Mechanism
 from ..model.privacy import Privacy
 from .audit_stats import draws_needed, ratio_bound, reachable, wilson_ratio_bound
-from .sampling import counted, sample_cohort
+from .sampling import count_matrix, counted, sample_cohort
 
 #: decimals of log P(y|x) - log P(y|x') kept when deciding the event a report falls in
 RATIO_DECIMALS = 9
@@ -80,6 +82,12 @@ MAX_VALUES = 64
 EXACT_CANDIDATES = 512
 #: blocks of at least this many distinct reports are reduced one likelihood column at a time
 PER_COLUMN_ROWS = 4096
+#: reports sampled for the Bayes vulnerability of a mechanism without a usable matrix
+VULNERABILITY_SAMPLES = 100_000
+#: the most work an audit may take, in steps (an integer drawn, a likelihood entry, a ratio sorted: see
+#: ``_work``): one core does a few 10^7 a second, so this is minutes; beyond it an audit would look hung,
+#: and is refused before anything is drawn, naming the draws that fit
+WORK_BUDGET = 1e10
 
 #: ``draw(mech, value, n, rng)``: ``n`` draws of reports for one true value, as chunks of
 #: (distinct reports, counts)
@@ -234,7 +242,11 @@ def _log_ratios(
         with np.errstate(invalid="ignore"):
             r = ll[:, [value]] - ll[:, columns]
         r[np.isnan(r)] = 0.0  # impossible under both: no evidence either way
-        yield rows, np.round(r, RATIO_DECIMALS)
+        with np.errstate(over="ignore"):
+            rounded = np.round(r, RATIO_DECIMALS)
+        overflow = np.isinf(rounded) & np.isfinite(r)  # ratios beyond 1e299 (an eps of 1e308): kept unrounded
+        rounded[overflow] = r[overflow]
+        yield rows, rounded
 
 
 #: (key, ratio, count) columns: a histogram of log-likelihood ratios per key (a value, or a pair of values)
@@ -408,6 +420,8 @@ def audit_paths(
         raise ParameterError(f"must be a positive integer, got {draws!r}", field="draws", hint="e.g. 1000000")
     if not 0 < confidence < 1:
         raise ParameterError(f"must be between 0 and 1, got {confidence!r}", field="confidence", hint="e.g. 0.95")
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:  # SeedSequence's entropy
+        raise ParameterError(f"must be an integer >= 0, got {seed!r}", field="seed", hint="e.g. 0")
     draws = int(draws)
     claim = mech.privacy
     k = mech.domain.size
@@ -420,6 +434,11 @@ def audit_paths(
     if chosen.size < k:
         notes = [*notes, f"pairs among {chosen.size} of the {k} values, spread evenly over the domain"]
     alpha = (1 - confidence) / (2 * max(1, len(paths)))  # per one-sided bound: two per path
+
+    def least() -> int:  # the fewest informative draws, for the hint of a refusal
+        return draws_needed(claim, mech.domain, alpha, min_reach * claim.eps) or draws
+
+    _require_budget(mech, 0 if skipped else len(paths), chosen.size, draws, None if skipped else least)
     if skipped is None:
         _require_informative(claim, mech.domain, draws, alpha, confidence, min_reach)
     vuln_seed, *path_seeds = np.random.SeedSequence(seed).spawn(1 + len(paths))
@@ -520,7 +539,61 @@ def _require_informative(
         f" mechanism exactly at the declared eps = {claim.eps:g}: below {min_reach:g} x eps, the audit would not be"
         " informative",
         field="draws",
-        hint=f"use at least {needed} draws" if needed else "no feasible number of draws reaches it: eps is too large",
+        hint=f"use at least {needed} draws" if needed else _beyond_draws(claim.eps),
+    )
+
+
+def _beyond_draws(eps: float) -> str:
+    """Why no number of draws up to 10^15 is informative: eps too small to show, too large, or beyond floats."""
+    if eps < 1:
+        return f"no feasible number of draws shows so small an eps: audit a larger one than {eps:g}"
+    if math.exp(-eps) == 0.0:
+        return (
+            f"no number of draws can show eps = {eps:g}: e^-eps underflows to 0, so the mechanism is deterministic"
+            " in floating point (every report is the true value); audit a smaller eps"
+        )
+    return "no feasible number of draws reaches it: eps is too large"
+
+
+def _work(mech: Mechanism, paths: int, values: int, draws: int, outputs: int | None) -> float:
+    """Steps of an audit (see ``WORK_BUDGET``): per path, ``draws`` reports of each audited value and of
+    the chosen two, each distinct report's likelihood over the domain and its ratios to the audited
+    values; then the Bayes vulnerability (its matrix, or a likelihood row per sampled report)."""
+    k = mech.domain.size
+    chunks = -(-draws // max(1, CHUNK // mech.report_width))
+    rows = draws if outputs is None else min(draws, chunks * outputs)  # distinct reports: at most outputs a chunk
+    per_value = draws * mech.report_width + rows * (k + values)
+    return paths * (values + 2) * per_value + k * float(outputs or VULNERABILITY_SAMPLES)
+
+
+def _require_budget(mech: Mechanism, paths: int, values: int, draws: int, least: Callable[[], int] | None) -> None:
+    """ParameterError naming the work and the draws that fit when an audit would exceed ``WORK_BUDGET``;
+    ``least()`` is the fewest informative draws (None: any number, the draws do not matter)."""
+    outputs = mech.output_count()
+    if outputs is None:
+        m = count_matrix(mech)  # bounded in size; the count path builds it anyway
+        outputs = None if m is None else int(m.shape[1])
+    work = _work(mech, paths, values, draws, outputs)
+    if work <= WORK_BUDGET:
+        return
+    lo, hi = 0, draws  # the most draws that fit: work grows with draws
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if _work(mech, paths, values, mid, outputs) <= WORK_BUDGET else (lo, mid)
+    k = mech.domain.size
+    fewer = f"audit a smaller domain (each report's likelihood spans all {k:,} values)"
+    needed = None if least is None else least()
+    if needed is not None and lo >= needed:
+        field, hint = "draws", f"use at most {lo:,} draws, or {fewer}"
+    elif needed is not None:
+        field, hint = "domain", f"{fewer}, or a larger eps (an informative audit of this one needs {needed:,} draws)"
+    else:  # nothing drawn for pairs (a claim not audited): the Bayes vulnerability alone is too much
+        field, hint = "domain", fewer
+    raise ParameterError(
+        f"{draws:,} draws per value on {k:,} values would take about {work:.1e} steps, more than the"
+        f" {WORK_BUDGET:.0e} (minutes) an audit may take",
+        field=field,
+        hint=hint,
     )
 
 
@@ -566,7 +639,7 @@ def bayes_vulnerability(
     mech: Mechanism,
     prior: np.ndarray | None = None,
     *,
-    samples: int = 100_000,
+    samples: int = VULNERABILITY_SAMPLES,
     seed: int | np.random.SeedSequence = 0,
 ) -> float:
     """The adversary's probability of guessing the true value from one report: ``sum_y max_x pi_x P(y|x)``.

@@ -79,6 +79,8 @@ def reachable_bound(level: float, draws: int, alpha: float) -> float:
     if level <= 0:
         return 0.0
     top = draws * float(expit(-level))  # expected hits of x' at the largest P(S|x')
+    if top <= 0:  # e^-level underflows: the best event is one x' never gives and x always does
+        return max(0.0, float(ratio_bound(np.array([float(draws)]), np.array([0.0]), draws, alpha)[0]))
     hits_y = np.geomspace(min(1e-3, top), top, 400)
     hits_x = np.minimum(hits_y * math.exp(min(level, 700.0)), draws)
     return max(0.0, float(ratio_bound(hits_x, hits_y, draws, alpha).max()))
@@ -92,7 +94,8 @@ def reachable(privacy: Privacy, domain: Domain, draws: int, alpha: float) -> flo
     scales = np.unique(distances[distances > 0])
     if scales.size > MAX_SCALES:  # the bound per unit distance varies smoothly with the distance
         scales = scales[np.unique(np.linspace(0, scales.size - 1, MAX_SCALES).round().astype(int))]
-    return max(reachable_bound(privacy.eps * d, draws, alpha) / d for d in scales)
+    # as Python floats: eps d overflows to inf (a level no draws reach) without numpy's warning
+    return max(reachable_bound(privacy.eps * d, draws, alpha) / d for d in scales.tolist())
 
 
 def draws_needed(privacy: Privacy, domain: Domain, alpha: float, reach: float) -> int | None:
