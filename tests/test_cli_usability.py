@@ -231,3 +231,32 @@ def test_the_score_warning_is_public_so_analyses_can_filter_it(results):
     ds["tv"][{"rep": 0}] = np.inf
     with pytest.warns(ldpsim.ScoreWarning, match="metric 'tv' is infinite"):
         summarize(ds)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["audit", "krr", "-d", "integers:0..9", "-n", "nan"],
+        ["plan", "oue", "--seed", "1.5"],
+        ["run", "--bogus"],
+        ["show"],
+        ["bogus"],
+    ],
+)
+def test_a_usage_error_is_one_line_naming_the_commands_help(args):
+    """A value of the wrong type, an unknown option or command, a missing argument: one line, exit 2."""
+    result = CliRunner().invoke(app, args)
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert lines[0].startswith("error: ") and "--help')" in lines[0]
+
+
+def test_a_bare_group_still_prints_its_help():
+    result = CliRunner().invoke(app, ["check"])
+    assert result.exit_code == 2 and "Usage: ldpsim check" in result.output and "mechanism" in result.output
+
+
+def test_control_characters_of_the_users_input_reach_the_terminal_escaped():
+    result = CliRunner().invoke(app, ["plan", "oue", "-d", "integers:0..9", "--error", "\x1b[2Jboom\x07"])
+    assert result.exit_code == 2
+    assert "\x1b" not in result.output and "\x07" not in result.output and "\\x1b[2Jboom\\x07" in result.output

@@ -8,13 +8,17 @@ printed as one line, ``error: ...``, and exit with code 2; nothing is written in
 
 from __future__ import annotations
 
+import sys
 import warnings
-from typing import Annotated
+from collections.abc import Sequence
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
+from typer.exceptions import TyperException
 
 from .cli_check import audit, check_estimate_cmd, check_mechanism_cmd
-from .cli_console import print_version, show_warning
+from .cli_console import USER_ERROR, err, print_version, printable, show_warning
 from .cli_plan import plan_cmd
 from .cli_plugins import list_plugins, new
 from .cli_results import merge, plot, show
@@ -22,7 +26,40 @@ from .cli_run import RunCommand, executor_help, run
 
 __all__ = ["app", "check_app", "executor_help", "main"]
 
+
+class OneLineErrors(TyperGroup):
+    """The ``ldpsim`` group: a usage error (an unknown option, a value of the wrong type) is one line and exit 2,
+    like ldpsim's own errors, instead of a usage block and a framed message."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Run the command line; in standalone mode, report the parser's errors on one line and exit."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        except TyperException as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":  # a bare group (`ldpsim check`): its help is printed
+                sys.exit(USER_ERROR)
+            ctx = getattr(exc, "ctx", None)  # usage errors know the command they concern
+            where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+            err.print(printable(f"error: {exc.format_message()}{where}"), markup=False, soft_wrap=True)
+            sys.exit(USER_ERROR)
+        except typer.Abort:
+            err.print("interrupted; nothing was written", markup=False)
+            sys.exit(130)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
 app = typer.Typer(
+    cls=OneLineErrors,
     name="ldpsim",
     help="Simulate local privacy mechanisms and estimators. Start with: ldpsim run scenarios/quickstart.toml",
     add_completion=False,

@@ -6,6 +6,7 @@ with code 2; nothing is written in that case.
 
 from __future__ import annotations
 
+import re
 import signal
 import threading
 import time
@@ -35,13 +36,24 @@ out = Console(highlight=False, emoji=False)
 err = Console(stderr=True, highlight=False, emoji=False)
 
 
+#: characters a message must not send to a terminal as they are: C0 and C1 controls (escape sequences, a
+#: carriage return that overwrites the line), DEL, and the bidirectional overrides that reorder what is shown
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character shown escaped (``\\x1b``), so a message echoing the user's
+    input, a file's content or a plugin's text stays one inert line on the terminal."""
+    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 @contextmanager
 def user_errors(prefix: str = "") -> Iterator[None]:
     """Turn LdpsimError into one line on stderr and exit code 2."""
     try:
         yield
     except LdpsimError as exc:
-        err.print(f"error: {prefix}{exc}", markup=False, soft_wrap=True)
+        err.print(printable(f"error: {prefix}{exc}"), markup=False, soft_wrap=True)
         raise typer.Exit(USER_ERROR) from None
     except KeyboardInterrupt:
         err.print("interrupted; nothing was written", markup=False)
@@ -52,7 +64,7 @@ def show_warning(message, category, filename, lineno, file=None, line=None) -> N
     """``warnings.showwarning`` for the command line: one line on stderr, no file name nor source line."""
     # ldpsim's own warnings (PluginWarning, ScoreWarning) read "warning: ..."; others keep their class name
     label = "warning" if category.__module__.startswith("ldpsim.") else category.__name__
-    err.print(f"{label}: {message}", markup=False, soft_wrap=True)
+    err.print(printable(f"{label}: {message}"), markup=False, soft_wrap=True)
 
 
 def print_version(value: bool) -> None:

@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 
 from ..base.errors import LdpsimError, did_you_mean
-from .cli_console import err, out, user_errors
+from .cli_console import err, out, printable, user_errors
 
 
 def list_plugins(
@@ -48,14 +48,17 @@ def list_plugins(
         out.print(f"[bold]{k}s[/bold]")
         for entry in listing[k]:
             domains = entry["domains"]
-            out.print(f"  [bold]{entry['name']}[/bold]  {escape(entry['summary'])}", soft_wrap=True)
+            # a third party's texts are shown, never interpreted: no markup, no control characters
+            name, summary = escape(printable(entry["name"])), escape(printable(entry["summary"]))
+            out.print(f"  [bold]{name}[/bold]  {summary}", soft_wrap=True)
             out.print(
-                f"      plugin {entry['origin']}" + (f"; domains: {', '.join(domains)}" if domains else ""),
+                printable(f"      plugin {entry['origin']}" + (f"; domains: {', '.join(domains)}" if domains else "")),
                 markup=False,
                 soft_wrap=True,
             )
             for describe, doc in entry["parameters"]:
-                out.print(f"      {describe}" + (f"  -- {doc}" if doc else ""), markup=False, soft_wrap=True)
+                line = f"      {describe}" + (f"  -- {doc}" if doc else "")
+                out.print(printable(line), markup=False, soft_wrap=True)
         out.print()
 
 
@@ -67,7 +70,7 @@ def _document_plugins(entries: list) -> None:
         if i:
             out.print()
         for line in describe(entry):
-            out.print(line, markup=False, soft_wrap=True)
+            out.print(printable(line), markup=False, soft_wrap=True)
 
 
 def new(
