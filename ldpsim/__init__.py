@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
     from .model.dataset import Dataset
     from .model.domains import Categorical, Domain, Grid, Integers, OnDomain, Product, make_domain, parse_domain
     from .model.mechanism import ROW_SUM_TOL, STRUCTURED_MIN_SIZE, Mechanism
-    from .model.memoized import MatrixChannel, MemoizedMechanism, PrivacyOverTime, output_domain
+    from .model.memoized import MAX_ROUNDS, MatrixChannel, MemoizedMechanism, PrivacyOverTime, output_domain
     from .model.memoized_unary import MemoizedUnary, UnaryChannel
     from .model.metric import Metric
     from .model.numeric import (
@@ -167,6 +167,7 @@ _LAZY: dict[str, str] = {
     "rr_parameters": "theory.diagnostics",
     "ROUND": "model.variables",
     "MatrixChannel": "model.memoized",
+    "MAX_ROUNDS": "model.memoized",
     "MemoizedMechanism": "model.memoized",
     "MemoizedUnary": "model.memoized_unary",
     "PrivacyOverTime": "model.memoized",
@@ -283,6 +284,7 @@ __all__ = [
     "__version__",
     "ROUND",
     "MatrixChannel",
+    "MAX_ROUNDS",
     "MemoizedMechanism",
     "MemoizedUnary",
     "PrivacyOverTime",

@@ -47,6 +47,33 @@ from .privacy import Privacy, ldp_level
 MAX_ENUMERATED = 1 << 16
 #: floats per temporary block of the dense likelihood and of bit sampling (32 MB)
 CHUNK_FLOATS = 1 << 22
+#: the most rounds one memoized mechanism covers: its stages are built one per round before anything runs and
+#: one report holds every round's columns, so 10^9 rounds would hang or exhaust memory at construction. The
+#: same bound as the reports a plan may hold per user; longitudinal studies run tens to hundreds of rounds.
+MAX_ROUNDS = 10_000
+
+
+def check_rounds(rounds: int, field: str = "rounds") -> None:
+    """Refuse more than :data:`MAX_ROUNDS` rounds (before any stage is built).
+
+    Parameters
+    ----------
+    rounds
+        The number of rounds asked for.
+    field
+        The parameter that gives it, for the message.
+
+    Raises
+    ------
+    ParameterError
+        Naming the count and the limit.
+    """
+    if rounds > MAX_ROUNDS:
+        raise ParameterError(
+            f"{rounds:,} rounds, more than the {MAX_ROUNDS:,} a memoized mechanism may cover",
+            field=field,
+            hint=f"give at most {MAX_ROUNDS:,} rounds (one report holds every round)",
+        )
 
 
 @dataclass(frozen=True)
@@ -143,8 +170,10 @@ class MemoizedMechanism(Mechanism):
 
     def _validate(self) -> None:
         super()._validate()
+        self._check_declared_rounds()
         permanent, instantaneous = self._stages()
         self.permanent_stage, self.instantaneous_stages = permanent, tuple(instantaneous)
+        check_rounds(len(self.instantaneous_stages), field="instantaneous")
         if not self.instantaneous_stages:
             raise ParameterError(
                 "needs at least one round", field="rounds", hint="give rounds >= 1 (one instantaneous stage per round)"
@@ -172,6 +201,12 @@ class MemoizedMechanism(Mechanism):
                 hint="use instantaneous stages whose reports have the same number of columns",
             )
         self.report_width = len(self.instantaneous_stages) * widths.pop()
+
+    def _check_declared_rounds(self) -> None:
+        """Refuse a ``rounds`` parameter above :data:`MAX_ROUNDS` before the stages are built, one per round."""
+        declared = getattr(self, "rounds", None) if "rounds" in self.parameters() else None
+        if isinstance(declared, (int, np.integer)):
+            check_rounds(int(declared))
 
     @classmethod
     def compose(cls, permanent: Mechanism, instantaneous: Sequence[Mechanism]) -> MemoizedMechanism:

@@ -18,7 +18,7 @@ from ..base.errors import ParameterError
 from .bitvectors import WORD_BITS, BitVectorMechanism
 from .domains import Domain, Integers
 from .mechanism import Mechanism
-from .memoized import CHUNK_FLOATS, MatrixChannel, MemoizedMechanism
+from .memoized import CHUNK_FLOATS, MatrixChannel, MemoizedMechanism, check_rounds
 from .privacy import Privacy
 
 
@@ -106,9 +106,11 @@ class MemoizedUnary(MemoizedMechanism):
 
     def _validate(self) -> None:
         Mechanism._validate(self)
+        self._check_declared_rounds()
         (p1, q1), per_round = self._bit_probabilities()
         self.p1, self.q1 = float(p1), float(q1)
         self.flips = tuple((float(p), float(q)) for p, q in per_round)
+        check_rounds(len(self.flips))
         if not self.flips:
             raise ParameterError("needs at least one round", field="rounds", hint="give rounds >= 1")
         for name, value in (
@@ -117,10 +119,11 @@ class MemoizedUnary(MemoizedMechanism):
             *((f"round {t + 1}", v) for t, f in enumerate(self.flips) for v in f),
         ):
             if not 0.0 < value < 1.0:
+                permanent = name in ("p1", "q1")  # a certain permanent bit: eps_inf too large for doubles
                 raise ParameterError(
                     f"the bit probability {name} = {value:.6g} is not strictly between 0 and 1",
-                    field="eps_1",
-                    hint="choose eps_1 further below eps_inf",
+                    field="eps_inf" if permanent else "eps_1",
+                    hint="choose a smaller eps_inf" if permanent else "choose eps_1 further below eps_inf",
                 )
         k = self.domain.size
         self.permanent_stage = UnaryChannel(self.domain, p1, q1, f"{self.name} permanent stage")

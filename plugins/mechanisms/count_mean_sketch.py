@@ -67,6 +67,12 @@ if TYPE_CHECKING:  # scipy is imported where it is used: `ldpsim list` stays fas
 
 #: the Mersenne prime of the hash family (OLH's)
 PRIME = (1 << 31) - 1
+#: the most buckets CMS takes: each report is m bits (2 MB at 2^24) and sampling one user draws m floats
+#: (134 MB), so m = 10^9 took 8 GB per report; Apple's deployment uses m = 1024
+MAX_CMS_BUCKETS = 1 << 24
+#: the most hash functions a sketch's family holds: the family's table is hashes x k integers and HCMS's matrix
+#: 2 hashes m columns per value, so 10^9 hashes took minutes before any memory check; Apple's uses 65,536
+MAX_SKETCH_HASHES = 1 << 20
 
 
 def parity(v: np.ndarray) -> np.ndarray:
@@ -100,6 +106,12 @@ class SketchFamily(Mechanism):
     buckets: int
 
     def _validate(self) -> None:
+        if self.hashes > MAX_SKETCH_HASHES:
+            raise ParameterError(
+                f"{self.hashes:,} hash functions, more than the {MAX_SKETCH_HASHES:,} a sketch's family may hold",
+                field="hashes",
+                hint=f"give hashes <= {MAX_SKETCH_HASHES:,}",
+            )
         if self.domain.size > PRIME:
             raise ParameterError(
                 f"the sketch hashes value indices modulo {PRIME}; the domain has {self.domain.size} values",
@@ -195,8 +207,8 @@ class HadamardCountMeanSketch(SketchFamily):
 
     def _matrix(self) -> np.ndarray:
         k, m = self.domain.size, self.buckets
-        require_memory(
-            8.0 * k * self.hashes * m, f"the {k} x {self.hashes * m} coefficients of {self.name}", hint="fewer hashes"
+        require_memory(  # at the peak: the int64 bits, two of parity's temporaries, then the bits, out and a where
+            40.0 * k * self.hashes * m, f"the {k} x {self.hashes * m} coefficients of {self.name}", hint="fewer hashes"
         )
         # bit[x, j, l] = parity(l & h_j(x)): the reported bit y when nothing is flipped
         bit = parity(self.table.T[:, :, None] & np.arange(m, dtype=np.int64)[None, None, :])
@@ -240,6 +252,12 @@ class CountMeanSketch(SketchFamily):
 
     def _validate(self) -> None:
         super()._validate()
+        if self.buckets > MAX_CMS_BUCKETS:
+            raise ParameterError(
+                f"{self.buckets:,} buckets, more than the {MAX_CMS_BUCKETS:,} bits a CMS report may hold",
+                field="buckets",
+                hint=f"give buckets <= {MAX_CMS_BUCKETS:,} (or hcms: one bit per report)",
+            )
         self.words = -(-self.buckets // WORD_BITS)
         self.report_width = 1 + self.words
 

@@ -20,6 +20,7 @@ from typing import Any, cast
 import numpy as np
 
 from ldpsim import (
+    MAX_ROUNDS,
     EstimationError,
     Integers,
     MatrixChannel,
@@ -46,7 +47,7 @@ class DBitFlipPM(MemoizedMechanism):
     # an int once built (_validate fills in the default)
     buckets = cast("Param[int]", Param("int", None, ge=2, doc="b, buckets of the values (default: one per value)"))
     d = Param("int", 1, ge=1, doc="sampled buckets per user (at most b)")
-    rounds = Param("int", 1, ge=1, le=10_000, doc="tau: reports per user, one per round (at most 10,000, as a plan)")
+    rounds = Param("int", 1, ge=1, le=MAX_ROUNDS, doc=f"tau: reports per user, one per round (at most {MAX_ROUNDS:,})")
 
     def _validate(self) -> None:
         Mechanism._validate(self)

@@ -39,6 +39,9 @@ if TYPE_CHECKING:  # scipy is imported where it is used: `ldpsim list` stays fas
 
 #: the Mersenne prime of the hash family (OLH's)
 PRIME = (1 << 31) - 1
+#: the most hash functions FLH's pool holds: sampling reads its hashes x k table, built whole, so 10^7 hashes
+#: took seconds and 10^9 minutes before any memory check; 2^20 hashes already cost 8 MB per value
+MAX_FLH_HASHES = 1 << 20
 
 
 class FastLocalHashing(Mechanism):
@@ -52,6 +55,12 @@ class FastLocalHashing(Mechanism):
     pool_seed = Param("int", 0, ge=0, doc="seed the pool of hash functions is drawn from")
 
     def _validate(self) -> None:
+        if self.hashes > MAX_FLH_HASHES:
+            raise ParameterError(
+                f"{self.hashes:,} hash functions, more than the {MAX_FLH_HASHES:,} FLH's pool may hold",
+                field="hashes",
+                hint=f"give hashes <= {MAX_FLH_HASHES:,}",
+            )
         if self.g is None:
             if self.eps > math.log(PRIME - 2):
                 raise ParameterError(

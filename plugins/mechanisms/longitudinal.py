@@ -31,6 +31,7 @@ from typing import Any, cast
 import numpy as np
 
 from ldpsim import (
+    MAX_ROUNDS,
     Domain,
     EstimationError,
     Integers,
@@ -43,6 +44,7 @@ from ldpsim import (
     get_registry,
     hookimpl,
     output_domain,
+    require_memory,
 )
 
 
@@ -68,7 +70,13 @@ class Memoized(MemoizedMechanism):
     # an int once built (_stages fills in the default): typed so, as MemoizedMechanism.rounds is
     rounds = cast(
         "Param[int]",
-        Param("int", None, ge=1, doc="tau: reports per user, one per round (default: the stages given, or 1)"),
+        Param(
+            "int",
+            None,
+            ge=1,
+            le=MAX_ROUNDS,
+            doc=f"tau: reports per user, one per round (default: the stages given, or 1; at most {MAX_ROUNDS:,})",
+        ),
     )
 
     def _stages(self) -> tuple[Mechanism, Sequence[Mechanism]]:
@@ -110,7 +118,7 @@ class LGRR(MemoizedMechanism):
     name = "l-grr"
     eps_inf = Param("float", gt=0, le=700, doc="eps of the permanent k-RR: the bound over infinitely many rounds")
     eps_1 = Param("float", gt=0, doc="eps of one report (< eps_inf)")
-    rounds = Param("int", 1, ge=1, le=10_000, doc="tau: reports per user, one per round (at most 10,000, as a plan)")
+    rounds = Param("int", 1, ge=1, le=MAX_ROUNDS, doc=f"tau: reports per user, one per round (at most {MAX_ROUNDS:,})")
     published = Param("bool", False, doc="use the paper's closed form for p2 (one report is then below eps_1)")
 
     def instantaneous_p(self) -> float:
@@ -120,6 +128,13 @@ class LGRR(MemoizedMechanism):
     def _stages(self) -> tuple[Mechanism, Sequence[Mechanism]]:
         _eps_pair_check(self.eps_inf, self.eps_1)
         k = self.domain.size
+        if not 1.0 / (1.0 + (k - 1) * math.exp(-self.eps_inf)) > 1.0 / k:
+            raise ParameterError(
+                f"eps_inf = {self.eps_inf:g} is too small for doubles: the permanent k-RR's probabilities round to"
+                " equal (a uniform report)",
+                field="eps_inf",
+                hint="choose eps_inf >= 1e-15",
+            )
         p2 = self.instantaneous_p()
         q2 = (1.0 - p2) / (k - 1)
         if not q2 < p2 < 1:
@@ -158,7 +173,45 @@ def _solve_round(eps_1: float, p1: float, q1: float, symmetric: bool, eps_inf: f
             field="eps_1",
             hint="choose a smaller eps_1 or a larger eps_inf",
         )
-    return pair(brentq(level, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps))
+    if level(lo) < 0:
+        return pair(brentq(level, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps))
+    return _solve_tiny_round(eps_1, p1, q1, symmetric, eps_inf)
+
+
+#: the smallest eps_1 the L-UE protocols solve for when its root lies within 1e-12 of p2 = q2: there p2 and q2
+#: differ by about eps_1 / 2, and doubles near 1/2 are 1.1e-16 apart, so the level of the rounded pair is within
+#: ~4e-4 of eps_1 at 1e-12 and off by 10% at 1e-15 (a smaller eps_inf moves the root away and needs no bound)
+MIN_EPS_1 = 1e-12
+
+
+def _solve_tiny_round(eps_1: float, p1: float, q1: float, symmetric: bool, eps_inf: float) -> tuple[float, float]:
+    """:func:`_solve_round` for an eps_1 so small that its root lies within 1e-12 of p2 = q2.
+
+    Solved for the distance t from p2 = q2 (p2 - q2 = 2t for SUE, t for OUE), the level written
+    ``log1p(delta / small) - log1p(-delta / (1 - small))`` with ``delta = (p1 - q1)(p2 - q2)``, both
+    exact to rounding for a tiny t where the form in p2 cancels; p2 and q2 are rounded only once solved.
+    """
+    from scipy.optimize import brentq
+
+    if eps_1 < MIN_EPS_1:
+        raise ParameterError(
+            f"eps_1 = {eps_1:g} is below the {MIN_EPS_1:g} the L-UE protocols resolve with eps_inf = {eps_inf:g}:"
+            " its round's bit probabilities would differ by less than rounding moves them",
+            field="eps_1",
+            hint=f"choose eps_1 >= {MIN_EPS_1:g} (or a smaller eps_inf)",
+        )
+
+    def pair(t: float) -> tuple[float, float]:
+        return (0.5 + t, 0.5 - t) if symmetric else (0.5, 0.5 - t)
+
+    def level(t: float) -> float:  # smooth in t: p2 and q2 unrounded (rounding them makes steps of 1e-16)
+        gap = 2 * t if symmetric else t
+        small = 0.5 - (1 - 2 * q1) * t if symmetric else 0.5 - (1 - q1) * t  # q1 p2 + (1 - q1) q2
+        delta = (p1 - q1) * gap
+        return math.log1p(delta / small) - math.log1p(-delta / (1 - small)) - eps_1
+
+    # the root is near 1e-12 (the form in p2 found no sign change beyond it): 1e-6 brackets it with room
+    return pair(brentq(level, 0.0, 1e-6, xtol=1e-300, rtol=4 * np.finfo(float).eps))
 
 
 class _LongitudinalUnary(MemoizedUnary):
@@ -168,7 +221,7 @@ class _LongitudinalUnary(MemoizedUnary):
     instantaneous_kind = "sue"
     eps_inf = Param("float", gt=0, le=700, doc="eps of the permanent unary encoding (the memoization bound)")
     eps_1 = Param("float", gt=0, doc="eps of one report (< eps_inf)")
-    rounds = Param("int", 1, ge=1, le=10_000, doc="tau: reports per user, one per round (at most 10,000, as a plan)")
+    rounds = Param("int", 1, ge=1, le=MAX_ROUNDS, doc=f"tau: reports per user, one per round (at most {MAX_ROUNDS:,})")
 
     def _bit_probabilities(self) -> tuple[tuple[float, float], Sequence[tuple[float, float]]]:
         _eps_pair_check(self.eps_inf, self.eps_1)
@@ -215,6 +268,11 @@ class LSOUE(_LongitudinalUnary):
 PRIME = (1 << 31) - 1
 
 
+def _big(n: int) -> str:
+    """An integer for a message: in full up to 10^15, else its order of magnitude (it may have 300 digits)."""
+    return f"{n:,}" if n < 10**15 else f"about 10^{len(str(n)) - 1}"
+
+
 def _hash(seeds: np.ndarray, x: np.ndarray, g: int) -> np.ndarray:
     a, b = np.divmod(seeds, PRIME)
     return (a * x + b) % PRIME % g
@@ -233,10 +291,21 @@ def lgrr_p2(k: int, eps_inf: float, eps_1: float, published: bool) -> float:
 
 def loloha_g(eps_inf: float, eps_1: float) -> int:
     """LOLOHA's optimal number of hash values (Arcolezi et al., EDBT 2023, the closed form minimizing its
-    approximate variance), at least 2."""
-    a, b = math.exp(eps_inf), math.exp(eps_1)
-    root = math.sqrt(a**4 - 14 * a**2 - 12 * (a * b) ** 2 + 12 * a * b + 12 * a**3 * b + 1)
-    return max(2, round((root - a**2 + 6 * a - 6 * b + 1) / (6 * (a - b))))
+    approximate variance), at least 2.
+
+    The paper's form ``(sqrt(a^4 - 14 a^2 - 12 a^2 b^2 + 12 a b + 12 a^3 b + 1) - a^2 + 6 a - 6 b + 1) / (6 (a - b))``
+    (``a = e^eps_inf``, ``b = e^eps_1``) overflows from eps_inf ~ 178, cancels to noise from eps_inf ~ 40 and
+    takes the root of a rounded negative near eps = 0. Divided through by a^2, with ``u = e^-eps_inf``,
+    ``gamma = 1 - u^2``, ``w = 1 - b/a`` and ``d = b - u``, it is
+    ``1 + 2 d (1 + u^2 / (r + gamma)) / (1 + r)``, ``r = sqrt(gamma^2 + 12 w u d)``: every term positive and
+    finite for 0 < eps_1 < eps_inf <= 700 (it tends to e^eps_1 + 1 as eps_inf grows).
+    """
+    u = math.exp(-eps_inf)
+    gamma = -math.expm1(-2 * eps_inf)
+    w = -math.expm1(eps_1 - eps_inf)
+    d = math.expm1(eps_1) - math.expm1(-eps_inf)
+    r = math.sqrt(gamma * gamma + 12 * w * u * d)
+    return max(2, round(1 + 2 * d * (1 + u * u / (r + gamma)) / (1 + r)))
 
 
 class HashedChannel(Mechanism):
@@ -314,7 +383,7 @@ class LOLOHA(MemoizedMechanism):
     name = "loloha"
     eps_inf = Param("float", gt=0, le=700, doc="eps of the permanent k-RR on the hash values (memoization bound)")
     eps_1 = Param("float", gt=0, doc="eps of one report (< eps_inf)")
-    rounds = Param("int", 1, ge=1, le=10_000, doc="tau: reports per user, one per round (at most 10,000, as a plan)")
+    rounds = Param("int", 1, ge=1, le=MAX_ROUNDS, doc=f"tau: reports per user, one per round (at most {MAX_ROUNDS:,})")
     # an int once built (_validate fills in the default)
     g = cast(
         "Param[int]",
@@ -326,6 +395,18 @@ class LOLOHA(MemoizedMechanism):
         _eps_pair_check(self.eps_inf, self.eps_1)
         if self.g is None:
             self.g = loloha_g(self.eps_inf, self.eps_1)
+        if self.g > PRIME:
+            raise ParameterError(
+                f"g = {_big(self.g)} hash values, more than the {PRIME:,} its hash family ((a x + b) mod {PRIME})"
+                " mod g can give",
+                field="g",
+                hint="give a smaller g, or a smaller eps_1 (LOLOHA's default g grows as e^eps_1)",
+            )
+        require_memory(  # the inner L-GRR's k-RR channels on the g hash values are dense g x g matrices
+            8.0 * self.g * self.g,
+            f"the dense {self.g:,} x {self.g:,} channel of {self.name} on its hash values",
+            hint="give a smaller g, or a smaller eps_1 (LOLOHA's default g grows as e^eps_1)",
+        )
         inner_domain = Integers(low=0, high=self.g - 1)
         self.inner = LGRR(
             inner_domain, eps_inf=self.eps_inf, eps_1=self.eps_1, rounds=self.rounds, published=self.published

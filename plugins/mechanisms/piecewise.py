@@ -25,6 +25,7 @@ import numpy as np
 from ldpsim import (
     BandMechanism,
     Param,
+    ParameterError,
     Privacy,
     band_cells,
     constant_plus_intervals,
@@ -36,11 +37,25 @@ if TYPE_CHECKING:  # scipy is imported where an operator is built: `ldpsim list`
     from scipy.sparse.linalg import LinearOperator
 
 
+#: the smallest eps Piecewise takes: its reports lie in [-C, C] with C ~ 4 / eps, which overflows doubles (and
+#: e^(eps/2) - 1 underflows to 0) for a subnormal eps
+MIN_EPS = 1e-300
+
+
 class Piecewise(BandMechanism):
     """Piecewise Mechanism (Wang et al., ICDE 2019): density e^eps times higher on a band around the value in [-1, 1]."""
 
     name = "piecewise"
     eps = Param("float", gt=0, le=20, doc="privacy level: the mechanism is eps-LDP")
+
+    def _validate(self) -> None:
+        super()._validate()
+        if self.eps < MIN_EPS:
+            raise ParameterError(
+                f"eps = {self.eps:g} is below the {MIN_EPS:g} Piecewise takes: its report range ~4/eps overflows",
+                field="eps",
+                hint=f"give eps >= {MIN_EPS:g}",
+            )
 
     @property
     def privacy(self) -> Privacy:

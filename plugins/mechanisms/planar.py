@@ -38,6 +38,9 @@ LATTICE_TRUNCATION = 1e-16
 MAX_LATTICE_RADIUS = 20_000
 #: bound on the temporaries of the lattice sums
 CHUNK_BYTES = 100_000_000
+#: the largest cell offset planar-laplace draws: any offset beyond the grid reports the same window edge, and
+#: a larger one (a radius of 1e300 cells at eps = 1e-300) would not fit the int64 it is cast to
+MAX_OFFSET = 1 << 62
 
 
 # ------------------------------------------------------------------ kernel -> clamped matrix (shared)
@@ -252,7 +255,7 @@ class _Planar(Mechanism):
 
 
 # ------------------------------------------------------------------------------- planar geometric
-def lattice_radius(a: float, rows: int, cols: int) -> int:
+def lattice_radius(a: float, rows: int, cols: int, limit: int | None = None) -> int:
     """Smallest R >= max(rows, cols) such that dropping the lattice points with max(|i|, |j|) > R changes any
     planar-geometric matrix entry by a relative LATTICE_TRUNCATION at most.
 
@@ -260,7 +263,12 @@ def lattice_radius(a: float, rows: int, cols: int) -> int:
     e^(-a r0) with r0 = hypot(rows, cols). The 8m points with max(|i|, |j|) = m are at distance >= m, so the
     dropped weight is at most sum_{m > R} 8 m q^m = 8 q^(R+1) (R + 1 - R q) / (1 - q)^2 with q = e^-a; the
     normalizer (>= 1, the origin) loses even less. For small a, R ~ (37 + log(8 R / a^2) + a r0) / a.
+
+    With ``limit``, any R above it is returned as soon as one is known to be needed: a tiny a (eps = 1e-300)
+    would otherwise double R past 2^53, where ``R + 1 - R q`` rounds to 0.
     """
+    if limit is not None and not a * limit > 0:  # a underflows: no radius is enough
+        return limit + 1
     budget = math.log(LATTICE_TRUNCATION) - a * math.hypot(rows, cols) - math.log(8) + 2 * math.log(-math.expm1(-a))
     q = math.exp(-a)
 
@@ -269,6 +277,8 @@ def lattice_radius(a: float, rows: int, cols: int) -> int:
 
     lo = hi = max(rows, cols)
     while log_dropped(hi) > budget:
+        if limit is not None and hi > limit:
+            return hi
         lo, hi = hi, 2 * hi
     while lo < hi:  # smallest r in [lo, hi] within the budget
         mid = (lo + hi) // 2
@@ -284,11 +294,12 @@ class PlanarGeometric(_Planar):
     def _validate(self) -> None:
         super()._validate()
         grid = self._grid
-        if lattice_radius(self._a, grid.rows, grid.cols) > MAX_LATTICE_RADIUS:
-            lo, hi = self._a, 1.0  # the radius decreases with a: bisect for the smallest a within the limit
+        if lattice_radius(self._a, grid.rows, grid.cols, MAX_LATTICE_RADIUS) > MAX_LATTICE_RADIUS:
+            lo, hi = max(self._a, 1e-300), 1.0  # the radius decreases with a: bisect for the smallest a within it
             for _ in range(60):
                 mid = math.sqrt(lo * hi)
-                lo, hi = (mid, hi) if lattice_radius(mid, grid.rows, grid.cols) > MAX_LATTICE_RADIUS else (lo, mid)
+                too_far = lattice_radius(mid, grid.rows, grid.cols, MAX_LATTICE_RADIUS) > MAX_LATTICE_RADIUS
+                lo, hi = (mid, hi) if too_far else (lo, mid)
             unit = 10.0 ** (math.floor(math.log10(hi / grid.cell)) - 2)
             floor = math.ceil(hi / grid.cell / unit) * unit  # 3 digits, rounded up so that it works
             raise ParameterError(
@@ -437,12 +448,22 @@ class PlanarLaplace(_Planar):
             quadrant[part] = planar_laplace_mass(a, x0[part], x1[part], y0[part], y1[part], rule)
         return quadrant
 
+    def _validate(self) -> None:
+        super()._validate()
+        if not self._a > 0:
+            raise ParameterError(
+                f"eps * cell = {self.eps:g} * {self._grid.cell:g} rounds to 0: the noise has no scale",
+                field="eps",
+                hint="give a larger eps, or larger cells",
+            )
+
     def _offsets(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         # Exact and independent of the matrix: a uniform direction, and a radius with density
         # eps^2 r e^(-eps r), i.e. Gamma(2, 1/eps); the point is in the cell whose centre is nearest.
         theta = rng.uniform(0.0, 2 * np.pi, n)
         radius = rng.gamma(2.0, 1.0 / self._a, n)  # in cells
-        return np.rint(radius * np.sin(theta)).astype(np.int64), np.rint(radius * np.cos(theta)).astype(np.int64)
+        rows, cols = (np.clip(np.rint(radius * f(theta)), -MAX_OFFSET, MAX_OFFSET) for f in (np.sin, np.cos))
+        return rows.astype(np.int64), cols.astype(np.int64)
 
 
 @hookimpl

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ldpsim import (
+    MAX_ROUNDS,
     EstimationError,
     Integers,
     MatrixChannel,
@@ -35,6 +36,7 @@ from ldpsim import (
     ParameterError,
     UnaryChannel,
     hookimpl,
+    require_memory,
 )
 
 #: floats per temporary block of sampling and likelihoods (32 MB)
@@ -56,7 +58,7 @@ class RapporDeployed(MemoizedMechanism):
     f = Param("float", 0.5, doc="permanent randomized response: a bit set to 1 w.p. f/2, 0 w.p. f/2, kept w.p. 1 - f")
     p = Param("float", 0.5, doc="P(reported bit = 1) when the permanent bit is 0")
     q = Param("float", 0.75, doc="P(reported bit = 1) when the permanent bit is 1")
-    rounds = Param("int", 1, ge=1, le=10_000, doc="tau: reports per user, one per round (at most 10,000, as a plan)")
+    rounds = Param("int", 1, ge=1, le=MAX_ROUNDS, doc=f"tau: reports per user, one per round (at most {MAX_ROUNDS:,})")
     hash_seed = Param("int", 0, ge=0, doc="seed of the hash functions' table")
 
     # ---------------------------------------------------------------- setup
@@ -67,8 +69,12 @@ class RapporDeployed(MemoizedMechanism):
             raise ParameterError(
                 f"{h} hash functions into a Bloom filter of {m} bits", field="hashes", hint="give hashes <= bits"
             )
-        if not 0.0 < self.f < 1.0:
-            raise ParameterError(f"f = {self.f:g} is not strictly between 0 and 1", field="f", hint="give 0 < f < 1")
+        if not (0.0 < self.f / 2 and self.f < 1.0):  # f/2 is a probability of its own: a positive double
+            raise ParameterError(
+                f"f = {self.f:g} is not strictly between 0 and 1 (with f/2 a positive double)",
+                field="f",
+                hint="give 0 < f < 1",
+            )
         for field, value in (("p", self.p), ("q", self.q)):
             if not 0.0 <= value <= 1.0:
                 raise ParameterError(
@@ -78,6 +84,17 @@ class RapporDeployed(MemoizedMechanism):
             raise ParameterError(
                 f"p = q = {self.p:g}: the reports say nothing about the value", field="q", hint="give p != q"
             )
+        k, c = self.domain.size, self.cohorts
+        require_memory(  # the table: (cohorts, k, h) int64 hash positions, then (cohorts, k, m) Bloom bits
+            c * k * (8.0 * h + m),
+            f"the Bloom filters of {self.name} ({c:,} cohorts x {k:,} values x {m:,} bits)",
+            hint="use fewer bits, cohorts or values",
+        )
+        require_memory(  # sampling draws every round of a user at once: at least one user per block
+            10.0 * self.rounds * m,
+            f"sampling one user's {self.rounds:,} rounds of {m:,} bits in {self.name}",
+            hint="use fewer bits or rounds",
+        )
         rng = np.random.default_rng(np.random.SeedSequence(self.hash_seed))
         positions = rng.integers(0, m, size=(self.cohorts, self.domain.size, h))
         bloom = np.zeros((self.cohorts, self.domain.size, m), dtype=bool)
@@ -125,6 +142,8 @@ class RapporDeployed(MemoizedMechanism):
     def _count_log_ratio(self, log_l: float) -> float:
         """log G_1/G_0 of a bit whose rounds have likelihood ratio g_1/g_0 = e^log_l."""
         half = self.f / 2
+        if math.isinf(log_l):  # a count only one permanent bit allows (p or q is 0 or 1): the ratio's limit
+            return math.copysign(math.log1p(-half) - math.log(half), log_l)
         return float(
             np.logaddexp(math.log1p(-half) + log_l, math.log(half))
             - np.logaddexp(math.log(half) + log_l, math.log1p(-half))
@@ -145,7 +164,7 @@ class RapporDeployed(MemoizedMechanism):
 
     def _level(self, tau: int) -> float:
         with np.errstate(divide="ignore"):
-            one, zero = math.log(self.q) - math.log(self.p), np.log1p(-self.q) - np.log1p(-self.p)
+            one, zero = _log(self.q) - _log(self.p), np.log1p(-self.q) - np.log1p(-self.p)
         up, down = tau * max(one, zero), tau * min(one, zero)
         return self.hashes * (self._count_log_ratio(up) - self._count_log_ratio(down))
 
@@ -206,15 +225,21 @@ class RapporDeployed(MemoizedMechanism):
         """(log G_0[n], log G_1[n] - log G_0[n]) for n = 0..tau rounds reporting the bit."""
         tau, half = self.rounds, self.f / 2
         n = np.arange(tau + 1)
-        with np.errstate(divide="ignore"):
-            log_g1 = n * np.log(self.q) + (tau - n) * np.log1p(-self.q)
-            log_g0 = n * np.log(self.p) + (tau - n) * np.log1p(-self.p)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_g1 = _times(n, np.log(self.q)) + _times(tau - n, np.log1p(-self.q))
+            log_g0 = _times(n, np.log(self.p)) + _times(tau - n, np.log1p(-self.p))
             big0 = np.logaddexp(math.log(half) + log_g1, math.log1p(-half) + log_g0)
             big1 = np.logaddexp(math.log1p(-half) + log_g1, math.log(half) + log_g0)
-        return big0, big1 - big0
+            # a count neither permanent bit allows (p, q in {0, 1}): the report is impossible for every value
+            return big0, np.where(np.isneginf(big0) & np.isneginf(big1), 0.0, big1 - big0)
 
     def _log_likelihood(self, reports: np.ndarray) -> np.ndarray:
         base_table, gain_table = self._count_tables()
+        require_memory(  # one cohort's filters as floats, for its product with the reports' gains
+            8.0 * self.domain.size * self.bits,
+            f"one cohort's {self.domain.size:,} x {self.bits:,} Bloom filters of {self.name} as floats",
+            hint="use fewer bits or fewer values",
+        )
         out = np.empty((reports.shape[0], self.domain.size))
         step = max(1, CHUNK_FLOATS // (self.bits * (self.rounds + 1) + self.domain.size))
         for start in range(0, reports.shape[0], step):
@@ -242,6 +267,11 @@ class RapporDeployed(MemoizedMechanism):
         w_c p*) / (q* - p*)`` has expectation ``(1/C) sum_x theta_x B[c, x, j]``; its pseudo-inverse is
         unbiased when the stacked filters have full column rank (None otherwise).
         """
+        require_memory(  # the stacked filters as floats, and their SVD for the rank
+            2 * 8.0 * self.cohorts * self.bits * self.domain.size,
+            f"the {self.cohorts * self.bits:,} x {self.domain.size:,} stacked Bloom filters of {self.name}",
+            hint="estimate with ibu or mle (they use the per-bit likelihood), or use fewer bits or cohorts",
+        )
         stacked = self.bloom.transpose(0, 2, 1).reshape(-1, self.domain.size).astype(float) / self.cohorts
         if np.linalg.matrix_rank(stacked) < self.domain.size:
             return None
@@ -254,6 +284,16 @@ class RapporDeployed(MemoizedMechanism):
         q_star, p_star = self.one_report_bits()
         y = (shares - weights[:, None] * p_star) / (q_star - p_star)
         return np.linalg.lstsq(stacked, y.ravel(), rcond=None)[0]
+
+
+def _log(x: float) -> float:
+    """math.log, with log 0 = -inf (p or q may be 0)."""
+    return math.log(x) if x > 0 else -math.inf
+
+
+def _times(count: np.ndarray, log: float) -> np.ndarray:
+    """count * log, 0 where count is 0 (log may be -inf: a probability 0 that no round needed)."""
+    return np.where(count == 0, 0.0, count * log)
 
 
 @hookimpl

@@ -22,8 +22,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ldpsim import (
+    ROW_SUM_TOL,
     BandMechanism,
     Param,
+    ParameterError,
     Privacy,
     band_cells,
     constant_plus_intervals,
@@ -87,6 +89,20 @@ class SquareWave(BandMechanism):
     def _layout(self) -> tuple[np.ndarray, np.ndarray]:
         b = self.half_width
         return band_cells(-b, 1 + b, *self.bands)
+
+    def _matrix(self) -> np.ndarray:
+        # The band's ends are doubles near [0, 1], each off by up to 1.1e-16, so a value's mass on its band of
+        # 2b is off by up to ~1e-16 / b: past the matrix's tolerance when b < ~1e-7 (the default b at eps > ~18).
+        matrix = super()._matrix()
+        off = float(np.abs(matrix.sum(axis=1) - 1.0).max())
+        if off > ROW_SUM_TOL:
+            raise ParameterError(
+                f"b = {self.half_width:.3g} (eps = {self.eps:g}) makes the high band too narrow for doubles: a value's"
+                f" report probabilities sum to 1 +- {off:.2g}",
+                field="b" if self.b is not None else "eps",
+                hint="give a wider b" if self.b is not None else "give eps <= 18, or a wider b",
+            )
+        return matrix
 
     def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
         shift, runs = self.band_runs(reports)

@@ -40,6 +40,7 @@ from ldpsim import (
     WORD_BITS,
     BitVectorMechanism,
     Param,
+    ParameterError,
     Privacy,
     constant_plus_bits,
     count_estimate_variance,
@@ -212,6 +213,11 @@ class OptimizedUnaryEncoding(UnaryEncoding):
         return math.tanh(self.eps / 2) / 2  # 1/2 - 1/(e^eps + 1)
 
 
+#: the smallest eps THE finds its default threshold for: the variance it minimizes divides by (p - q)^2, about
+#: eps^2 / 16, which underflows to 0 below eps ~ 1e-153 (1e-100 leaves room; such an eps reports nothing anyway)
+MIN_THRESHOLD_EPS = 1e-100
+
+
 def the_threshold(eps: float) -> float:
     """Wang et al. 2017's optimal threshold: theta in (1/2, 1) minimizing THE's q (1 - q) / (p - q)^2."""
     from scipy.optimize import minimize_scalar
@@ -233,6 +239,12 @@ class ThresholdedHistogramEncoding(UnaryEncoding):
 
     def _validate(self) -> None:
         super()._validate()
+        if self.threshold is None and self.eps < MIN_THRESHOLD_EPS:
+            raise ParameterError(
+                f"eps = {self.eps:g} is below the {MIN_THRESHOLD_EPS:g} for which THE's optimal threshold is defined",
+                field="eps",
+                hint=f"give eps >= {MIN_THRESHOLD_EPS:g}, or a threshold",
+            )
         self.theta = self.threshold if self.threshold is not None else the_threshold(self.eps)
 
     def _logs(self) -> tuple[float, float, float, float]:
