@@ -84,6 +84,13 @@ class UnaryChannel(BitVectorMechanism):
         # E[share of set bit x] = q + (p - q) theta_x, as for OUE: what per-round inversion inverts
         return (self.bit_frequencies(reports, counts) - self.q) / (self.p - self.q)
 
+    def _estimate_variance(self, theta: np.ndarray) -> np.ndarray:
+        # bit x is set w.p. p for a user holding x, q for the others, independently across users: the pure
+        # oracles' n Var (Wang et al. 2017), which per-round intervals and the planner use
+        theta = np.asarray(theta, dtype=float)
+        p, q = self.p, self.q
+        return (theta * p * (1 - p) + (1 - theta) * q * (1 - q)) / (p - q) ** 2
+
     def _matrix(self) -> np.ndarray | None:
         k = self.domain.size
         if k > 12:

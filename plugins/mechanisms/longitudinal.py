@@ -41,6 +41,7 @@ from ldpsim import (
     Param,
     ParameterError,
     Privacy,
+    count_estimate_variance,
     get_registry,
     hookimpl,
     output_domain,
@@ -357,6 +358,11 @@ class HashedChannel(Mechanism):
             hit = _hash(reports[rows, :1], np.arange(k)[None, :], self.g) == reports[rows, 1:]
             supported += np.einsum("d,dx->x", counts[rows], hit.astype(float))
         return (supported / counts.sum() - 1.0 / self.g) / (self.p - 1.0 / self.g)
+
+    def _estimate_variance(self, theta: np.ndarray) -> np.ndarray:
+        # a report supports x w.p. p for a user holding x and 1/g for the others (up to O(1/PRIME)),
+        # independently across users: the pure oracles' n Var with q = 1/g, as for local hashing
+        return count_estimate_variance(np.asarray(theta, dtype=float), self.p, 1.0 / self.g)
 
 
 #: log P(seed): a uniform on 1..PRIME-1, b uniform on 0..PRIME-1
