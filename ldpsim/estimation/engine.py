@@ -16,6 +16,7 @@ unchanged by rescaling a row, so they use ``H`` directly.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -92,7 +93,11 @@ class Likelihood:
         impossible = np.flatnonzero(~np.isfinite(shift) | ~(row_max > 0))
         if impossible.size:
             raise _impossible_report(groups, int(impossible[0]), restricted=support is not None)
-        self.observations = observations
+        # the observations hold this likelihood (``of`` caches it in them): a strong reference back would make a
+        # cycle, which only the garbage collector frees, and it seldom runs where the arrays are big and the
+        # objects few (a run estimating after each of 10 rounds held every round's likelihood: 3x its peak)
+        self._observations = weakref.ref(observations)
+        self._observed = (observations.domain, observations.groups)
         self.support = support
         self.shift = shift
         self.counts = np.concatenate([g.counts for g in groups]).astype(float)
@@ -101,6 +106,12 @@ class Likelihood:
         #: ``H`` as a dense ``(D, |X|)`` array once a solver has formed it
         #: (:func:`~ldpsim.estimation.hessian_rows.dense_likelihood`), else None: a cache that lives with the likelihood
         self.dense_matrix: np.ndarray | None = None
+
+    @property
+    def observations(self) -> Observations:
+        """The observations this is the likelihood of (the same reports in a new object, should they be gone)."""
+        found = self._observations()
+        return found if found is not None else Observations(*self._observed)
 
     def expand(self, theta: np.ndarray) -> np.ndarray:
         """theta over the whole domain (zeros outside the support)."""
