@@ -1,10 +1,10 @@
-"""``ldpsim run``: run a scenario, or with ``--dry-run`` size it and time one run."""
+"""``ldpsim run``: run a scenario, or with ``--dry-run`` size it from a timed run of each group of its points."""
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
@@ -88,7 +88,7 @@ def run(
         bool,
         typer.Option(
             "--dry-run",
-            help="check the scenario; print it, its runs, memory and time from one timed run; write nothing",
+            help="check the scenario; print it, its runs, and its time and memory from timed runs; write nothing",
         ),
     ] = False,
 ) -> None:
@@ -150,32 +150,77 @@ def _dry_run(scenario: Path, overrides: list[str], executor: str, workers: int |
     from ..running.runner import make_executor
     from ..running.scenario import load_scenario
 
+    started = time.perf_counter()  # the run loads the scenario and its plugins as the dry run does, in as long
     runner = make_executor(executor, workers=workers, scheduler=scheduler)
     loaded = load_scenario(scenario, dict(parse_override(text) for text in overrides))
     out.print("# the resolved scenario (defaults filled in, overrides applied)", markup=False)
     out.print(json.dumps(loaded.document, indent=2, default=str), markup=False, soft_wrap=True)
-    err.print("timing one run of the first sweep point...", markup=False)
-    size = dry_run(loaded)
     parallel = 1 if runner.name == "serial" else (getattr(runner, "workers", None) or runner.cpus())
+    err.print("timing a run of each group of sweep points of like cost...", markup=False)
+    loading = time.perf_counter() - started
+    size = dry_run(loaded, workers=parallel)
     axes = ", ".join(f"{a.name}: {len(a.values)}" for a in loaded.axes)
     points = f"{size.points} sweep point{plural(size.points)}" + (f" ({axes})" if axes else "")
     out.print(f"runs: {size.runs} = {points} x {size.repetitions} repetition{plural(size.repetitions)}", markup=False)
-    side = f"; {parallel} side by side: {format_bytes(parallel * size.run_bytes)}" if parallel > 1 else ""
+    total, work = size.seconds(parallel), size.work()
+    assert total is not None and work is not None
+    total = total + loading
+    timed = sum(1 for g in size.groups if g.how.startswith("timed"))
+    groups = len(size.groups)
     out.print(
-        f"memory: {format_bytes(size.run_bytes)} per run at most (simulation and matrix inversion{side}),"
-        f" {format_bytes(size.results_bytes)} of results; {format_bytes(size.available_bytes)} available now",
+        f"time: about {_span(total.low, total.high, _duration)} with the {runner.name} executor, {parallel}"
+        f" worker{plural(parallel)} ({_duration(loading + size.setup_seconds)} to load and build the points;"
+        f" {groups} group{plural(groups)} of points of like cost, {timed} timed now in {_duration(size.spent_seconds)}"
+        + (f"; {size.load:.1f} other processes running, on {size.cpus} CPUs)" if size.cpus else ")"),
         markup=False,
         soft_wrap=True,
     )
-    total = size.seconds(parallel)
-    assert size.seconds_per_run is not None and total is not None
-    out.print(
-        f"time: about {_duration(total)} with the {runner.name} executor, {parallel} worker{plural(parallel)}"
-        f" ({_duration(size.seconds_per_run)} for one run of the first point, timed now)",
-        markup=False,
-        soft_wrap=True,
+    ranked = sorted(size.groups, key=lambda g: -g.seconds(size.repetitions).mid)
+    for group in ranked[:DRY_RUN_GROUPS_SHOWN]:
+        share = group.seconds(size.repetitions).mid / max(work.mid, 1e-12)
+        out.print(
+            f"  {group.label}: {group.points} point{plural(group.points)}, {share:.0%} of the work, a first run"
+            f" {_span(group.first.low, group.first.high, _duration)}, then {_span(group.again.low, group.again.high, _duration)}"
+            f" ({group.how})",
+            markup=False,
+            soft_wrap=True,
+        )
+    if len(ranked) > DRY_RUN_GROUPS_SHOWN:
+        left = len(ranked) - DRY_RUN_GROUPS_SHOWN
+        out.print(f"  and {left} more group{plural(left)}", markup=False)
+    peak = size.process_bytes()
+    checks = (
+        f"the memory checks count {format_bytes(size.run_bytes)} per run at most (simulation and matrix inversion),"
+        f" {format_bytes(size.results_bytes)} of results"
     )
+    if peak is None or size.base_bytes is None:  # not measurable here: the checks' figures alone
+        out.print(f"memory: {checks}; {format_bytes(size.available_bytes)} available now", markup=False, soft_wrap=True)
+    else:
+        rise = max((g.peak_bytes.high for g in size.groups if g.peak_bytes is not None), default=0.0)
+        out.print(
+            f"memory: about {_span(peak.low, peak.high, format_bytes)} at peak{' per process' if parallel > 1 else ''}"
+            f" ({format_bytes(size.base_bytes)} once the points are built, up to {format_bytes(rise)} more during a"
+            f" run, {format_bytes(size.grown_bytes)} left by the timed runs); {checks};"
+            f" {format_bytes(size.available_bytes)} available now",
+            markup=False,
+            soft_wrap=True,
+        )
     err.print("dry run: nothing was written", markup=False)
+
+
+#: the dry run lists this many of its costliest groups of points
+DRY_RUN_GROUPS_SHOWN = 5
+
+
+def _span(low: float, high: float, show: Callable[[float], str]) -> str:
+    """'15-25 s': a range in one unit, or one figure where both ends read alike."""
+    a, b = show(low), show(high)
+    if a == b:
+        return a
+    unit_a, unit_b = a.rsplit(" ", 1)[-1], b.rsplit(" ", 1)[-1]
+    if unit_a == unit_b:
+        return f"{a.rsplit(' ', 1)[0]}-{b}"
+    return f"{a} to {b}"
 
 
 def _duration(seconds: float) -> str:
