@@ -205,7 +205,7 @@ def open_results(path: str | os.PathLike) -> xr.Dataset:
     """Load a results file fully into memory (the file is closed on return).
 
     Files written before each metric's score had its own variable are read in today's layout.
-    The sizes its header declares are checked against the memory available first (:func:`require_readable`).
+    The sizes its header declares are checked against the memory available first (``require_readable``).
     """
     path = Path(path)
     require_readable([path])
