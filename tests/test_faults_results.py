@@ -423,3 +423,16 @@ def test_fuzzed_files_for_merge_are_merged_or_refused_on_one_line(tmp_path, two_
         fuzzed
     )
     settings(max_examples=10, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))(fuzzed)()
+
+
+def test_show_displays_a_files_texts_without_interpreting_them(tmp_path, two_results):
+    """A results file is data: escape sequences and rich markup in its texts are shown inert."""
+    ds = open_results(two_results[0]).load()
+    ds.attrs["title"] = "t\x1b[2Jcleared"
+    ds.attrs["history"] = "line\x1b]0;pwned\x07"
+    ds = ds.assign_coords(estimator=["[red]inv-p\x1b[31m"])
+    path = save_results(ds, tmp_path / "hostile.nc")
+    done = runner.invoke(app, ["show", str(path)], terminal_width=200)
+    assert done.exit_code == 0, done.output
+    assert "\x1b" not in done.output and "\x07" not in done.output
+    assert "t\\x1b[2Jcleared" in done.output and "[red]inv-p\\x1b[31m" in done.output

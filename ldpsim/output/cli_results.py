@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from .cli_console import err, out, plural, user_errors
+from .cli_console import err, out, plural, printable, user_errors
 from .summary import FormatOption, SummaryFormat, print_summary, summary_table
 
 
@@ -27,37 +27,40 @@ def show(
     if format_ is not SummaryFormat.table:
         print_summary(ds, format_)
         return
+    # a results file is data: what it holds is shown, never interpreted (no markup, no control characters)
     a = ds.attrs
-    out.print(f"[bold]{escape(str(a.get('title', '?')))}[/bold]  {escape(str(a.get('description', '')))}")
+    out.print(
+        f"[bold]{escape(printable(str(a.get('title', '?'))))}[/bold]  {escape(printable(str(a.get('description', ''))))}"
+    )
     try:
         seeds: list[Any] = sorted({int(s) for s in repetition_seeds(ds)[0]})
     except LdpsimError:  # shown as it is: show describes a file, it does not judge it
         seeds = ["?"]
     seed = f"seed{plural(len(seeds))} {', '.join(map(str, seeds))}"
-    out.print(f"created {a['created']}, {seed}" if "created" in a else seed, markup=False)
+    out.print(printable(f"created {a['created']}, {seed}" if "created" in a else seed), markup=False)
     for line in str(a.get("history", "")).splitlines():
-        out.print(line, markup=False, soft_wrap=True)
+        out.print(printable(line), markup=False, soft_wrap=True)
     scenario = str(a.get("scenario_source", "?"))
     if "scenario_sha256" in a:
         scenario += f" (sha256 {str(a['scenario_sha256'])[:12]})"
-    out.print(f"scenario: {scenario}", markup=False)
+    out.print(printable(f"scenario: {scenario}"), markup=False)
     code = f"ldpsim {a.get('ldpsim_version', '?')}"
     if "code_sha256" in a:
         code += f" (source sha256 {str(a['code_sha256'])[:12]})"
     libraries = [f"{name} {a[name]}" for name in ("python", "numpy", "scipy", "xarray") if name in a]
-    out.print("code: " + ", ".join([code, *libraries]), markup=False)
+    out.print(printable("code: " + ", ".join([code, *libraries])), markup=False)
     dims = ", ".join(f"{d}={n}" for d, n in ds.sizes.items())
-    out.print(f"dimensions: {dims}", markup=False)
+    out.print(printable(f"dimensions: {dims}"), markup=False)
     overrides = _json_attr(a, "overrides", list)
     if overrides:
-        out.print("overrides: " + " ".join(map(str, overrides)), markup=False)
+        out.print(printable("overrides: " + " ".join(map(str, overrides))), markup=False)
     by_distribution: dict[str, list[str]] = {}
     for key, plugin in _json_attr(a, "plugins", dict).items():
         if isinstance(plugin, dict):  # the provenance of a file is data: what is not as ldpsim writes it is left out
             distribution = f"{plugin.get('distribution', '?')} {plugin.get('version', '?')}"
             by_distribution.setdefault(distribution, []).append(str(key))
     for distribution, keys in by_distribution.items():
-        out.print(f"plugins of {distribution}: {', '.join(keys)}", markup=False)
+        out.print(printable(f"plugins of {distribution}: {', '.join(keys)}"), markup=False)
     out.print(summary_table(ds))
 
 

@@ -9,8 +9,9 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
-from .cli_console import out
+from .cli_console import out, printable
 
 
 class SummaryFormat(StrEnum):
@@ -56,9 +57,10 @@ def summary_table(ds) -> Table:
     labels = len(sweeps) + 1  # the sweep points and the estimator name what a row is: never cut them
     for i, col in enumerate([*map(str, sweeps), "estimator", *metrics, *extra]):
         widest = max([len(col), *(len(cells[i]) for cells in lines)]) if i < labels else None
-        table.add_column(col, justify="left" if col == "estimator" else "right", min_width=widest)
+        header = Text(printable(col))  # labels come from the file: shown, never read as markup
+        table.add_column(header, justify="left" if col == "estimator" else "right", min_width=widest)
     for cells in lines:
-        table.add_row(*cells)
+        table.add_row(*(Text(printable(cell)) for cell in cells))
     return table
 
 
