@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from .cli_console import err, out, plural, printable, user_errors
-from .summary import FormatOption, SummaryFormat, print_summary, summary_table
+from .summary import FormatOption, SummaryFormat, print_summary, print_table, summary_table
 
 
 def show(
@@ -61,7 +61,7 @@ def show(
             by_distribution.setdefault(distribution, []).append(str(key))
     for distribution, keys in by_distribution.items():
         out.print(printable(f"plugins of {distribution}: {', '.join(keys)}"), markup=False)
-    out.print(summary_table(ds))
+    print_table(summary_table(ds))
 
 
 def _json_attr(attrs: dict, name: str, kind: type) -> Any:

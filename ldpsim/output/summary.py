@@ -87,10 +87,31 @@ def summary_records(ds) -> list[dict[str, Any]]:
     return records
 
 
+#: the width a table may take when stdout is not a terminal: its own, never squeezed to 80 columns
+PIPED_WIDTH = 10_000
+
+
+def print_table(table: Table) -> None:
+    """``table`` on stdout: at the terminal's width there, at its own width in a pipe or a log.
+
+    Rich squeezes a table to 80 columns when the output is not a terminal: cells wrap and the right-hand
+    columns are cut ("iterati…"), which is what a log keeps.
+    """
+    if out.is_terminal:
+        out.print(table)
+        return
+    width = out.width
+    out.width = PIPED_WIDTH
+    try:
+        out.print(table)
+    finally:
+        out.width = width
+
+
 def print_summary(ds, fmt: SummaryFormat) -> None:
     """The summary on stdout in the chosen format (only the summary, so a program can read it whole)."""
     if fmt is SummaryFormat.table:
-        out.print(summary_table(ds))
+        print_table(summary_table(ds))
         return
     records = summary_records(ds)
     if fmt is SummaryFormat.json:
