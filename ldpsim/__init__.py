@@ -336,4 +336,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    # the public names only: not this module's own imports (Any, importlib, annotations) nor its tables
+    return sorted({*__all__, "__version__"})

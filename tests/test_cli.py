@@ -147,7 +147,7 @@ def test_list_shows_names_plugins_descriptions_and_parameters():
         assert kind in everything.stdout
     executors = runner.invoke(app, ["list", "executors"]).stdout
     assert "processes  A pool of worker processes" in executors and "needs ldpsim[dask]" in executors
-    assert "scheduler: str = None" in executors
+    assert "scheduler: str (optional)" in executors
 
 
 def test_list_unknown_kind():

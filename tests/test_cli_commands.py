@@ -59,7 +59,7 @@ def _krr():
         ("krr-mle", "maximizes the likelihood (its estimates are certified: loglik, kkt, gap)"),
         ("coverage", "reads: lower, upper"),
         ("binomial", "domains: integers"),
-        ("processes", "workers: int >= 1 = None"),
+        ("processes", "workers: int >= 1 (optional)"),
     ],
 )
 def test_list_documents_every_kind(name, expected):

@@ -260,3 +260,39 @@ def test_control_characters_of_the_users_input_reach_the_terminal_escaped():
     result = CliRunner().invoke(app, ["plan", "oue", "-d", "integers:0..9", "--error", "\x1b[2Jboom\x07"])
     assert result.exit_code == 2
     assert "\x1b" not in result.output and "\x07" not in result.output and "\\x1b[2Jboom\\x07" in result.output
+
+
+def test_a_piped_summary_keeps_its_own_width(tmp_path):
+    """Not a terminal (a pipe, a log): the table is as wide as it needs, never squeezed to 80 columns."""
+    doc = {
+        "name": "wide",
+        "seed": 1,
+        "users": 300,
+        "repetitions": 2,
+        "domain": {"kind": "integers", "low": 0, "high": 4},
+        "dataset": {"name": "uniform"},
+        "cohorts": {"all": {"reports": [{"mechanism": "krr", "eps": 1.0}]}},
+        "estimators": ["ibu", "inv-p"],
+        "metrics": ["tv", "emd", "l1", "l2", "mean"],
+    }
+    path = tmp_path / "wide.nc"
+    ldpsim.run_scenario(doc, executor="serial", output=path)
+    done = CliRunner().invoke(app, ["show", str(path)])
+    assert done.exit_code == 0, done.output
+    table = done.stdout[done.stdout.index("scores:") :].splitlines()
+    assert max(map(len, table)) > 80 and "…" not in done.stdout
+    assert all(name in table[2] for name in ("tv", "emd", "l1", "l2", "mean", "iterations"))
+
+
+def test_an_optional_parameter_reads_optional_not_none():
+    class Plugin(ldpsim.Configurable):
+        g = ldpsim.Param("int", None, ge=2, doc="hash buckets (default: derived)")
+        h = ldpsim.Param("int", 3)
+
+    assert Plugin.g.describe() == "g: int >= 2 (optional)"
+    assert Plugin.h.describe() == "h: int = 3"
+
+
+def test_dir_of_the_package_lists_its_public_names_only():
+    assert set(dir(ldpsim)) <= {*ldpsim.__all__, "__version__"}
+    assert {"Any", "TYPE_CHECKING", "annotations", "importlib"}.isdisjoint(dir(ldpsim))

@@ -185,7 +185,12 @@ class Param(Generic[T]):
             text += " " + ", ".join(bounds)
         if self.choices:
             text += " in {" + ", ".join(self.choices) + "}"
-        text += " (required)" if self.required else f" = {short_repr(self.default)}"
+        if self.required:
+            text += " (required)"
+        elif self.default is None:  # filled in when the plugin is built: its doc says how ("default: ...")
+            text += " (optional)"
+        else:
+            text += f" = {short_repr(self.default)}"
         return text
 
     def validate(self, value: Any) -> Any:
