@@ -190,7 +190,13 @@ class Registry:
         return [table[n] for n in sorted(table)]
 
     def get(self, kind: str, name: str) -> Entry:
+        """The entry registered as ``name``: hyphens and underscores are one spelling (``square-wave`` finds
+        ``square_wave``, ``krr_mle`` finds ``krr-mle``), as the built-in names mix them."""
         table = self._table(kind)
+        if isinstance(name, str) and name not in table:
+            for other in (name.replace("_", "-"), name.replace("-", "_")):
+                if other in table:
+                    return table[other]
         if not isinstance(name, str) or name not in table:
             hint = did_you_mean(str(name), table) if table else f"no {kind} plugins are installed"
             raise PluginError(f"unknown {kind} '{name}'", hint=hint)
