@@ -17,8 +17,9 @@ import typer
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
+from ..base.untrusted import printable
 from .cli_check import audit, check_estimate_cmd, check_mechanism_cmd
-from .cli_console import USER_ERROR, err, print_version, printable, show_warning
+from .cli_console import USER_ERROR, err, print_version, show_warning
 from .cli_plan import plan_cmd
 from .cli_plugins import list_plugins, new
 from .cli_results import merge, plot, show

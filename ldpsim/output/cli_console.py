@@ -6,7 +6,6 @@ with code 2; nothing is written in that case.
 
 from __future__ import annotations
 
-import re
 import signal
 import threading
 import time
@@ -27,6 +26,7 @@ from rich.progress import (
 )
 
 from ..base.errors import LdpsimError
+from ..base.untrusted import printable
 
 #: the exit code of a problem the user can fix
 USER_ERROR = 2
@@ -34,17 +34,6 @@ USER_ERROR = 2
 out = Console(highlight=False, emoji=False)
 #: messages, warnings and the progress bar go to stderr
 err = Console(stderr=True, highlight=False, emoji=False)
-
-
-#: characters a message must not send to a terminal as they are: C0 and C1 controls (escape sequences, a
-#: carriage return that overwrites the line), DEL, and the bidirectional overrides that reorder what is shown
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def printable(text: str) -> str:
-    """``text`` with every control character shown escaped (``\\x1b``), so a message echoing the user's
-    input, a file's content or a plugin's text stays one inert line on the terminal."""
-    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 @contextmanager

@@ -11,7 +11,8 @@ import typer
 from rich.markup import escape
 
 from ..base.errors import LdpsimError, did_you_mean
-from .cli_console import err, out, printable, user_errors
+from ..base.untrusted import printable
+from .cli_console import err, out, user_errors
 
 
 def list_plugins(

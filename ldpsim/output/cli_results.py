@@ -9,7 +9,8 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from .cli_console import err, out, plural, printable, user_errors
+from ..base.untrusted import printable
+from .cli_console import err, out, plural, user_errors
 from .summary import FormatOption, SummaryFormat, print_summary, print_table, summary_table
 
 

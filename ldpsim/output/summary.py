@@ -11,7 +11,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from .cli_console import out, printable
+from ..base.untrusted import printable
+from .cli_console import out
 
 
 class SummaryFormat(StrEnum):

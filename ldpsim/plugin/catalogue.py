@@ -30,13 +30,13 @@ import hashlib
 import json
 import os
 import re
-import stat
 import sys
 from importlib.metadata import entry_points
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..base.untrusted import UNPRINTABLE, open_regular
 from .hookspecs import ENTRY_POINT_GROUP
 
 if TYPE_CHECKING:
@@ -50,11 +50,9 @@ FILE_NAME = "plugin-catalogue.json"
 #: the largest cache file read: the built-in plugins' catalogue is about 45 KB, so this leaves room for ninety
 #: times as many plugins, while a huge file (a sparse 2 GB one) is never read, let alone parsed
 MAX_BYTES = 4 << 20
-#: characters no cached text may hold: C0 and C1 controls (ESC starts a terminal escape sequence), DEL, and
-#: the bidirectional overrides that reorder what a terminal shows
-UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-#: ... nor a plugin's name, which ``ldpsim list`` prints inside rich markup: no brackets either
-UNPRINTABLE_NAME = re.compile(r"[\[\]\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+#: what no cached plugin name may hold: the characters no text may (:data:`UNPRINTABLE`), and the brackets
+#: of rich markup, inside which ``ldpsim list`` prints a name
+UNPRINTABLE_NAME = re.compile(f"[\\[\\]]|{UNPRINTABLE.pattern}")
 #: the fields of an entry of the listing, as :func:`from_registry` builds them
 ENTRY_FIELDS = ("name", "summary", "origin", "domains", "parameters")
 
@@ -145,16 +143,13 @@ def load(key: str) -> Listing | None:
 
 
 def _read_bounded(path: Path) -> str:
-    """The text of ``path`` if it is a regular file of at most ``MAX_BYTES``; OSError otherwise.
-
-    Opened without blocking (a FIFO would wait for a writer) and checked on the open descriptor, so
-    the file checked is the file read.
-    """
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_BYTES:
-            raise OSError(f"{path} is not a regular file of at most {MAX_BYTES} bytes")
+    """The text of ``path`` if it is a regular file (:func:`open_regular`) of at most ``MAX_BYTES``; OSError otherwise."""
+    fh = open_regular(path)
+    if fh is None:
+        raise OSError(f"{path} is not a regular file")
+    with fh:
+        if os.fstat(fh.fileno()).st_size > MAX_BYTES:
+            raise OSError(f"{path} is larger than {MAX_BYTES} bytes")
         data = fh.read(MAX_BYTES + 1)
     if len(data) > MAX_BYTES:  # grew since the check
         raise OSError(f"{path} is larger than {MAX_BYTES} bytes")

@@ -21,18 +21,18 @@ import fnmatch
 import hashlib
 import json
 import os
-import stat
 import warnings
 import zipfile
 import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..base.atomic import atomic_path, remove_stale_in
 from ..base.errors import LdpsimError
+from ..base.untrusted import open_regular
 from ..model.domains import Product
 from ..model.variables import DOMAIN
 from ..results.assemble import Layout, columns, stack_values
@@ -114,25 +114,6 @@ def _name(key: tuple[int, ...]) -> str:
     return "task-" + "-".join(str(int(k)) for k in key) + ".npz"
 
 
-def _open_regular(path: Path) -> IO[bytes] | None:
-    """``path`` opened for reading if it is a regular file (not a FIFO, a device, a folder or a link), else None.
-
-    Opened without blocking and checked once open: a FIFO would wait for a writer for ever.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            return None
-        return os.fdopen(fd, "rb")
-    except OSError:
-        os.close(fd)
-        return None
-
-
 def _digest(arrays: Mapping[str, np.ndarray]) -> np.ndarray:
     """The SHA-256 digest of a file's arrays (names, dtypes, shapes and values), as 32 bytes."""
     digest = hashlib.sha256()
@@ -194,7 +175,7 @@ def _read(file: Path, expected: Expected | None = None) -> list[TaskResult]:
         If it cannot be trusted: not a regular file, unreadable, its digest not that of its arrays, not the
         tasks its name says, or (given ``expected``, see :func:`expected_values`) arrays no task would give.
     """
-    handle = _open_regular(file)
+    handle = open_regular(file, follow_links=False)
     if handle is None:
         raise _Untrusted()
     try:
@@ -301,7 +282,7 @@ class Checkpoint:
                     field="--resume",
                     hint="add --resume to continue it, or remove that folder to start over",
                 )
-            handle = _open_regular(manifest)
+            handle = open_regular(manifest, follow_links=False)
             if handle is None and (manifest.exists() or manifest.is_symlink()):
                 raise LdpsimError(
                     f"'{manifest}' is not a regular file: not a checkpoint ldpsim wrote",
