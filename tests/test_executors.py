@@ -205,7 +205,9 @@ def test_the_cli_resumes_and_cleans_up(tmp_path):
     done = cli.invoke(app, ["run", str(scenario), "-o", str(out), "-e", "serial", "-q", "--resume"])
     assert done.exit_code == 0, done.output
     assert out.exists() and not checkpoint_dir(out).exists()
-    assert re.search(r"\(2 runs in [\d.]+ s, seed 3\)$", done.output.strip()), done.output  # none resumed
+    assert re.search(
+        r"\(2 runs in [\d.]+ s, [\d.e-]+ s of it running them = wall_seconds; seed 3\)$", done.output.strip()
+    ), done.output  # none resumed
 
 
 def test_cli_option_errors_are_one_line_naming_the_flag(tmp_path):
@@ -486,7 +488,10 @@ def test_the_cli_keeps_the_finished_runs_of_an_interrupted_run(tmp_path, monkeyp
     assert done.exit_code == 0, done.output
     assert out.exists() and not checkpoint_dir(out).exists()
     # 2 repetitions of one sweep point: the finished run is resumed, not run again nor counted as run now
-    assert re.search(r"\(1 run in [\d.]+ s \+ 1 resumed, seed 3\)$", done.output.strip()), done.output
+    assert re.search(
+        r"\(1 run in [\d.]+ s \+ 1 resumed, [\d.e-]+ s of it running them = wall_seconds; seed 3\)$",
+        done.output.strip(),
+    ), done.output
 
 
 # --- batches: a sweep of small runs costs a few dispatches and checkpoint files -------------------

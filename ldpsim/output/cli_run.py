@@ -132,11 +132,14 @@ def run(
     if not quiet:
         print_summary(ds, format_)
     ran = ds.sizes["rep"] * int(_grid_size(ds)) - resumed
-    took = f"{ran} run{plural(ran)} in {time.perf_counter() - started:.1f} s" + (
+    took = f"{ran} run{plural(ran)} in {_seconds(time.perf_counter() - started)}" + (
         f" + {resumed} resumed" if resumed else ""
     )
+    # two clocks, each named: the whole command after its imports (loading, checks, tasks, assembly, the file),
+    # and the file's wall_seconds, the part spent running the tasks (see ldpsim.running.provenance)
+    tasks = f", {_seconds(float(ds.attrs['wall_seconds']))} of it running them = wall_seconds"
     err.print(
-        f"wrote {target} ({took}, seed {int(ds.attrs['seed'])})",
+        f"wrote {target} ({took}{tasks}; seed {int(ds.attrs['seed'])})",
         markup=False,
         soft_wrap=True,
     )
@@ -230,6 +233,11 @@ def _duration(seconds: float) -> str:
     if seconds < 5400:
         return f"{seconds / 60:.1f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def _seconds(seconds: float) -> str:
+    """'5.9 s'; two significant digits below a second ('0.083 s'), where one decimal would say 0.1."""
+    return f"{seconds:.2g} s" if seconds < 1 else f"{seconds:.1f} s"
 
 
 def _grid_size(ds) -> int:

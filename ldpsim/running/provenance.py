@@ -147,7 +147,11 @@ def provenance(
     setups
         Its sweep points' setups (built from ``scenario`` if not given).
     wall_seconds
-        How long the run took.
+        Elapsed (wall-clock) seconds spent running the tasks: simulating, estimating and scoring every
+        run this call ran (not the resumed ones), from the first task started to the last finished, on
+        all workers at once (not their sum), starting the executor's workers included. Loading the
+        scenario and its plugins, the memory checks, assembling the results and writing the file are
+        not in it: ``ldpsim run``'s "N runs in X s" counts them too.
     code
         :func:`code_identity` of the plugins it used, if known (a checkpoint's, taken when the run
         started: the code its tasks ran, and no second digest of every source file); else computed.
