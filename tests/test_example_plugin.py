@@ -18,6 +18,7 @@ from helpers import forget_modules_from
 
 import ldpsim
 from ldpsim import Registry
+from ldpsim.plugin.hookspecs import DISABLE_VARIABLE, disabled_plugins
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "plugin"
 
@@ -35,6 +36,8 @@ def installed(tmp_path, monkeypatch):
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
     points = project["entry-points"]["ldpsim"]
     (info / "entry_points.txt").write_text("[ldpsim]\n" + "".join(f"{k} = {v}\n" for k, v in points.items()))
+    # loaded even where the venv holds the example too (conftest.py keeps the venv's plugins out of the tests)
+    monkeypatch.setenv(DISABLE_VARIABLE, ",".join(sorted(disabled_plugins() - set(points))))
     monkeypatch.syspath_prepend(str(site))
     before = set(sys.modules)
     registry = Registry.from_entry_points()

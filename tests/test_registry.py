@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -13,6 +15,7 @@ from helpers import forget_modules_from
 
 import ldpsim
 from ldpsim import Integers, PluginError, PluginWarning, Registry
+from ldpsim.plugin.hookspecs import DISABLE_VARIABLE, disabled_plugins
 from ldpsim.plugin.registry import KINDS
 from ldpsim.testing import check_mechanism
 
@@ -21,7 +24,11 @@ THIRDPARTY = Path(__file__).parent / "thirdparty"
 
 
 def fake_distribution(site: Path, name: str, version: str, entry_points: dict[str, str], files: dict[str, str]) -> None:
-    """Lay out an installed distribution on ``site``, as pip would (dist-info + modules)."""
+    """Lay out an installed distribution on ``site``, as pip would (dist-info + modules).
+
+    Its entry points load even where the venv holds a plugin of the same name, which conftest.py keeps out
+    of the tests (the ``site`` fixture restores the variable afterwards)."""
+    os.environ[DISABLE_VARIABLE] = ",".join(sorted(disabled_plugins() - set(entry_points)))
     for filename, text in files.items():
         (site / filename).write_text(text)
     info = site / f"{name.replace('-', '_')}-{version}.dist-info"
@@ -34,6 +41,7 @@ def fake_distribution(site: Path, name: str, version: str, entry_points: dict[st
 def site(tmp_path, monkeypatch):
     site = tmp_path / "site"
     site.mkdir()
+    monkeypatch.setenv(DISABLE_VARIABLE, os.environ.get(DISABLE_VARIABLE, ""))  # restored after the test
     monkeypatch.syspath_prepend(str(site))
     before = set(sys.modules)
     yield site
@@ -206,3 +214,61 @@ def test_hyphens_and_underscores_are_one_spelling(kind, written, registered):
 def test_an_unknown_name_is_still_refused_with_a_suggestion():
     with pytest.raises(PluginError, match="unknown mechanism 'square-waves'.*square_wave"):
         ldpsim.get_registry().get("mechanism", "square-waves")
+
+
+EXTRA = """
+import numpy as np
+from ldpsim import Metric, hookimpl
+
+class Largest(Metric):
+    \"\"\"Largest absolute error of one value's frequency.\"\"\"
+
+    name = "largest-error"
+
+    def _compute(self, estimate, truth, domain):
+        return float(np.abs(estimate - truth).max())
+
+@hookimpl
+def register_metrics(register):
+    register(Largest)
+"""
+
+
+def test_the_suite_passes_in_a_venv_holding_an_extra_and_a_broken_plugin(tmp_path):
+    """Installing a third party's plugin once failed one test ("Extra items: 'example'"), and a plugin that fails
+    to import some 50 (its warning an error in every test loading the registry; a warning line in every CLI's
+    output; no plugin cache). Here both are installed, on a folder of their own, for a user's command and for
+    a pytest session of registry-dependent tests: the user is warned, the tests pass."""
+    site = tmp_path / "site"
+    site.mkdir()
+    fake_distribution(site, "ldpsim-extra", "1.0", {"extra": "ldpsim_extra"}, {"ldpsim_extra.py": EXTRA})
+    fake_distribution(site, "ldpsim-broken", "0.1", {"broken": "ldpsim_broken"}, {"ldpsim_broken.py": "import nope\n"})
+    env = {k: v for k, v in os.environ.items() if k != DISABLE_VARIABLE}  # as a user's shell, or a fresh session
+    env["PYTHONPATH"] = os.pathsep.join([str(site), *filter(None, [env.get("PYTHONPATH")])])
+    env["LDPSIM_CACHE_DIR"] = str(tmp_path / "cache")
+    exe = Path(sys.executable).with_name("ldpsim")
+    listed = subprocess.run([str(exe), "list", "metrics"], capture_output=True, text=True, env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert "largest-error" in listed.stdout  # the extra plugin works
+    assert "warning: plugin 'broken' from ldpsim-broken failed to import (ModuleNotFoundError" in listed.stderr
+    assert f"{DISABLE_VARIABLE}=broken" in listed.stderr  # and the warning says how to silence it
+    quiet = env | {DISABLE_VARIABLE: "broken"}
+    silenced = subprocess.run([str(exe), "list", "metrics"], capture_output=True, text=True, env=quiet)
+    assert silenced.returncode == 0 and "'broken'" not in silenced.stderr and "largest-error" in silenced.stdout
+
+    here = Path(__file__).parent
+    checks = [
+        "test_registry.py::test_builtins_are_registered_through_entry_points_like_any_plugin",
+        "test_registry.py::test_unknown_names_get_a_suggestion",
+        "test_cli.py::test_bad_input_is_one_line_exit_2_and_no_file[args3-did you mean 'geometric'?]",  # a CLI's stderr
+        "test_catalogue.py::test_a_corrupt_or_stale_cache_is_rebuilt_silently[{not json]",  # a cached listing
+    ]
+    session = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *(str(here / check) for check in checks)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    assert session.returncode == 0, session.stdout[-3000:]
+    assert "failed" not in session.stdout and " passed" in session.stdout

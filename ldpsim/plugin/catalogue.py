@@ -11,7 +11,7 @@ folder, keyed by a fingerprint of everything the facts come from:
 * the size and modification time of every ``.py`` file of each entry point's top-level package
   and of ldpsim itself, so that editing an editable install (ours, or a plugin author's) changes
   it too;
-* the Python version and the catalogue's format.
+* the Python version, the catalogue's format and ``$LDPSIM_DISABLE_PLUGINS``.
 
 Computing the fingerprint reads metadata and stats a few hundred files (milliseconds); it
 imports no plugin. The cache is a convenience, never a source of errors: a missing, unreadable,
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.untrusted import UNPRINTABLE, open_regular
-from .hookspecs import ENTRY_POINT_GROUP
+from .hookspecs import ENTRY_POINT_GROUP, disabled_plugins
 
 if TYPE_CHECKING:
     from .registry import Registry
@@ -108,7 +108,8 @@ def _distribution_key(dist: Any) -> str:
 
 def fingerprint(group: str) -> str:
     """A digest of what the catalogue of entry-point ``group`` depends on (see the module docstring)."""
-    digest = hashlib.sha256(f"{FORMAT}|{sys.version}|{group}".encode())
+    disabled = ",".join(sorted(disabled_plugins()))  # $LDPSIM_DISABLE_PLUGINS changes what is listed
+    digest = hashlib.sha256(f"{FORMAT}|{sys.version}|{group}|{disabled}".encode())
     tops = {"ldpsim"}
     origins: dict[int, str] = {}
     for ep in sorted(entry_points(group=group), key=lambda e: (e.name, e.value)):

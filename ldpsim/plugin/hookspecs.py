@@ -15,6 +15,7 @@ The class's ``name`` attribute is the name scenarios use.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import pluggy
@@ -22,10 +23,17 @@ import pluggy
 PROJECT = "ldpsim"
 #: the entry-point group that advertises plugins (ldpsim's own built-ins included)
 ENTRY_POINT_GROUP = "ldpsim"
+#: the environment variable naming, comma-separated, the entry points (plugins) not to load
+DISABLE_VARIABLE = "LDPSIM_DISABLE_PLUGINS"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
 Register = Callable[[type], None]
+
+
+def disabled_plugins() -> frozenset[str]:
+    """The entry-point names ``$LDPSIM_DISABLE_PLUGINS`` lists (comma-separated, blanks ignored): not loaded."""
+    return frozenset(name.strip() for name in os.environ.get(DISABLE_VARIABLE, "").split(",") if name.strip())
 
 
 @hookspec

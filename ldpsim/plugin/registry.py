@@ -5,7 +5,9 @@ own built-ins are found exactly the same way. Each plugin implements hooks
 from :mod:`ldpsim.hookspecs` and registers classes by name. A plugin that fails
 to import or to register is reported as a :class:`PluginWarning` and skipped;
 two plugins claiming one name is a :class:`~ldpsim.errors.PluginError` naming
-both.
+both. The plugins named in ``$LDPSIM_DISABLE_PLUGINS`` (comma-separated entry-point
+names, as ``ldpsim list`` shows them) are not loaded at all: a broken one is silenced that
+way until it is fixed, and the tests keep a venv's third-party plugins out of their runs.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from ..model.metric import Metric
 from ..model.params import Configurable
 from . import hookspecs
 from .executor import Executor
-from .hookspecs import ENTRY_POINT_GROUP
+from .hookspecs import DISABLE_VARIABLE, ENTRY_POINT_GROUP, disabled_plugins
 
 #: the plugin name of classes registered in-process (:func:`register`)
 IN_PROCESS = "in-process"
@@ -81,7 +83,10 @@ class Registry:
         # a distribution's metadata is parsed once, not twice per entry point: it was half of `ldpsim list`.
         # importlib.metadata gives every entry point of a distribution the same Distribution object.
         origins: dict[int, tuple[str | None, str | None]] = {}
+        disabled = disabled_plugins()
         for ep in sorted(entry_points(group=group), key=lambda e: e.name):
+            if ep.name in disabled:
+                continue
             dist = getattr(ep, "dist", None)
             key = id(dist)
             if key not in origins:
@@ -92,7 +97,10 @@ class Registry:
                 module = ep.load()
             except Exception as exc:  # a broken plugin must not take the others down
                 source = distribution or ep.value
-                registry._skip(f"plugin '{ep.name}' from {source} failed to import ({type(exc).__name__}: {exc})")
+                registry._skip(
+                    f"plugin '{ep.name}' from {source} failed to import ({type(exc).__name__}: {exc});"
+                    f" {DISABLE_VARIABLE}={ep.name} stops loading it"
+                )
                 continue
             registry.add(module, name=ep.name, distribution=distribution, version=version)
         return registry
