@@ -71,10 +71,12 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
     from .results.scores import scores
     from .results.summary import ScoreWarning
     from .running.plan import Plan, plan
+    from .running.plan_shuffle import ShufflePlan, plan_shuffled
     from .running.runner import run_scenario
     from .running.scenario import load_scenario
     from .theory.audit import AuditReport, PathAudit, audit_mechanism, bayes_vulnerability
     from .theory.diagnostics import check_estimate, check_mechanism, mechanism_report, rr_parameters
+    from .theory.shuffle import ShuffleGuarantee, VariationRatio, largest_eps0, shuffle_guarantee, variation_ratio
 
 #: each public name and the module defining it, imported on first use (``import ldpsim`` stays light)
 _LAZY: dict[str, str] = {
@@ -165,6 +167,13 @@ _LAZY: dict[str, str] = {
     "check_mechanism": "theory.diagnostics",
     "mechanism_report": "theory.diagnostics",
     "rr_parameters": "theory.diagnostics",
+    "ShuffleGuarantee": "theory.shuffle",
+    "VariationRatio": "theory.shuffle",
+    "largest_eps0": "theory.shuffle",
+    "shuffle_guarantee": "theory.shuffle",
+    "variation_ratio": "theory.shuffle",
+    "ShufflePlan": "running.plan_shuffle",
+    "plan_shuffled": "running.plan_shuffle",
     "ROUND": "model.variables",
     "MatrixChannel": "model.memoized",
     "MAX_ROUNDS": "model.memoized",
@@ -274,6 +283,13 @@ __all__ = [
     "with_exact_rows",
     "with_min_entry",
     "rr_parameters",
+    "ShuffleGuarantee",
+    "VariationRatio",
+    "largest_eps0",
+    "shuffle_guarantee",
+    "variation_ratio",
+    "ShufflePlan",
+    "plan_shuffled",
     "run_scenario",
     "unbiased_estimate",
     "merge_results",

@@ -86,8 +86,9 @@ def test_the_core_variables_are_the_results_variables():
     ds = ldpsim.run_scenario({**SCENARIO, "estimators": ["ibu"], "metrics": ["tv", "l2"], "sweep": {}})
     per_metric = [v.name for v in CORE if v.dims[0] == "metric"]
     assert per_metric == ["scores"]  # stored as one variable per metric, named by its label
-    # noisy included: k-RR reports are values; privacy_over_time only for memoized mechanisms
-    present = [v for v in CORE if v.name not in ("scores", "privacy_over_time")]
+    # noisy included: k-RR reports are values; privacy_over_time only for memoized mechanisms, central_eps and
+    # central_delta only for shuffled cohorts
+    present = [v for v in CORE if v.name not in ("scores", "privacy_over_time", "central_eps", "central_delta")]
     assert list(ds.data_vars) == ["tv", "l2", *(v.name for v in present)]
     for var in present:
         if var.name != "scores":

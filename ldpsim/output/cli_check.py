@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -11,6 +12,9 @@ from rich.table import Table
 from ..base.errors import LdpsimError
 from .cli_console import err, out, progress_bar, user_errors
 from .summary import format_label
+
+if TYPE_CHECKING:
+    from ..model.mechanism import Mechanism
 
 # the mechanism, its domain and its parameters, as `check mechanism` and `audit` take them
 MechanismName = Annotated[str, typer.Argument(help="mechanism name (see `ldpsim list mechanisms`)")]
@@ -36,12 +40,18 @@ def check_mechanism_cmd(
         str | None, typer.Option(help="prior for the LIP level: comma-separated probabilities, or 'uniform'")
     ] = None,
     users: Annotated[int, typer.Option(min=0, help="users for the simulated INV error (0: skip)")] = 10_000,
+    shuffle: Annotated[
+        int | None,
+        typer.Option(help="also the central (eps, delta) of this many users' reports after a shuffler, by each bound"),
+    ] = None,
+    delta: Annotated[float, typer.Option(help="the central delta of --shuffle")] = 1e-6,
 ) -> None:
     """Privacy levels, identifiability and INV error bounds of a mechanism.
 
     For a tuple protocol (spl, smp, rsfd, rsrfd on a product domain) also what its whole-tuple channel
     identifies (the joint, which marginals) and its exact privacy levels: between any two tuples, and
-    between tuples that differ in one attribute.
+    between tuples that differ in one attribute. With ``--shuffle N``, the central guarantee of N
+    users' reports after a shuffler by each bound, with the local parameters each uses.
     """
     import numpy as np
 
@@ -77,9 +87,33 @@ def check_mechanism_cmd(
                 raise LdpsimError(
                     f"needs {dom.size} non-negative numbers summing to 1", field="--prior", hint="or write uniform"
                 )
+        shuffled = _shuffled(mech, shuffle, delta) if shuffle is not None else []
         report = mechanism_report(mech, prior=vector, users=users or None)
-    for line in report.lines():
+    for line in report.lines() + shuffled:
         out.print(line, markup=False, soft_wrap=True)
+
+
+def _shuffled(mech: Mechanism, n: int, delta: float) -> list[str]:
+    """The lines of ``--shuffle``: each bound's central eps, its errors named by their flag."""
+    from ..base.errors import ParameterError
+    from ..theory.shuffle import as_printed_eps, check_shuffle, shuffle_guarantees, variation_ratio
+
+    try:
+        check_shuffle(n, delta)
+        found = shuffle_guarantees(mech, n, delta)
+    except ParameterError as exc:
+        flag = {"n": "--shuffle", "delta": "--delta"}.get(exc.field or "", exc.field)
+        raise ParameterError(exc.problem, field=flag, hint=exc.hint) from None
+    lines = [f"shuffled among {n:,} users (central, neighbours differ in one user's value):"]
+    lines += ["  " + g.line() for g in found]
+    own = variation_ratio(mech)
+    if own.source == "matrix" and 0 < own.beta < math.tanh(own.eps0 / 2) * (1 - 1e-12):
+        lines.append(
+            f"  (Wang et al.'s formula as printed, with this mechanism's own beta = {own.beta:.4g}, q = e^"
+            f"{math.log(own.q):.4g}, gives eps = {as_printed_eps(mech, n, delta):.4g}: not a guarantee, see"
+            " docs/theory/shuffling.md)"
+        )
+    return lines
 
 
 def check_estimate_cmd(

@@ -26,6 +26,10 @@ PLAN_FLAGS = {
     "estimator": "--estimator",
     "dataset": "--dataset",
     "domain": "--domain",
+    "central_eps": "--central-eps",
+    "n": "--shuffle",
+    "delta": "--delta",
+    "bound": "--bound",
 }
 
 
@@ -73,14 +77,34 @@ def plan_cmd(
     seed: Annotated[int, typer.Option(help="root of the simulations' randomness")] = 0,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="write the searched curve (netCDF4)")] = None,
     figure: Annotated[Path | None, typer.Option(help="draw the searched curve (png, pdf, svg)")] = None,
+    central_eps: Annotated[
+        float | None,
+        typer.Option(help="with --shuffle: the central eps to meet; plans the largest eps0 and the error there"),
+    ] = None,
+    shuffle: Annotated[
+        int | None, typer.Option(help="the users whose reports a shuffler mixes (with --central-eps)")
+    ] = None,
+    delta: Annotated[float, typer.Option(help="the central delta of --central-eps")] = 1e-6,
+    bound: Annotated[str, typer.Option(help="variation-ratio, clones or clones-closed (with --central-eps)")] = (
+        "variation-ratio"
+    ),
 ) -> None:
-    """The users needed for a target error, the eps needed, or the error expected, before a deployment."""
+    """The users needed for a target error, the eps needed, or the error expected, before a deployment.
+
+    With ``--central-eps E --shuffle N``: the largest eps0 whose N shuffled reports are (E, delta)-DP
+    by the bound, and the error expected at that eps0 and N users.
+    """
     from ..results.io import check_output, save_results
     from ..running.paths import parse_override
     from ..running.plan import plan as make_plan
     from .plan_figure import plan_figure
     from .plotting import save_figure
 
+    if central_eps is not None or shuffle is not None:
+        _plan_shuffled_cmd(mechanism, domain, central_eps, shuffle, delta, bound, eps, users, target, error,
+                           estimator, param, dataset, dataset_param, estimator_param, level, method, repetitions,
+                           seed)  # fmt: skip
+        return
     with user_errors(), plan_flags():
         for path, flag in ((output, "--output"), (figure, "--figure")):
             if path is not None:
@@ -114,3 +138,60 @@ def plan_cmd(
     for path in (output, figure):
         if path is not None:
             err.print(f"wrote {path}", markup=False)
+
+
+def _plan_shuffled_cmd(
+    mechanism: str,
+    domain: str,
+    central_eps: float | None,
+    shuffle: int | None,
+    delta: float,
+    bound: str,
+    eps: float | None,
+    users: int | None,
+    target: float | None,
+    error: str,
+    estimator: str,
+    param: list[str],
+    dataset: str,
+    dataset_param: list[str],
+    estimator_param: list[str],
+    level: float,
+    method: str,
+    repetitions: int,
+    seed: int,
+) -> None:
+    """``plan --central-eps E --shuffle N``: the largest eps0 for E at N shuffled users, and its error."""
+    from ..running.paths import parse_override
+    from ..running.plan_shuffle import plan_shuffled
+
+    with user_errors(), plan_flags():
+        if central_eps is None or shuffle is None:
+            missing = "--central-eps" if central_eps is None else "--shuffle"
+            raise LdpsimError(
+                "give --central-eps and --shuffle together",
+                field=missing,
+                hint="e.g. --central-eps 1 --shuffle 1000000",
+            )
+        for value, flag in ((eps, "--eps"), (users, "--users"), (target, "--target")):
+            if value is not None:
+                raise LdpsimError("is planned from --central-eps and --shuffle", field=flag, hint=f"leave {flag} out")
+        answer = plan_shuffled(
+            mechanism,
+            domain,
+            central_eps=central_eps,
+            users=shuffle,
+            delta=delta,
+            bound=bound,
+            params=dict(parse_override(p, "--param", "truncate=false") for p in param),
+            error=error,
+            estimator=estimator,
+            dataset=dataset,
+            dataset_params=dict(parse_override(p, "--dataset-param", "p=0.3") for p in dataset_param),
+            estimator_params=dict(parse_override(p, "--estimator-param", "max_iter=500") for p in estimator_param),
+            level=level,
+            method=method,
+            repetitions=repetitions,
+            seed=seed,
+        )
+    out.print(answer.line(), markup=False, soft_wrap=True)

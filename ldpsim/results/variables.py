@@ -106,6 +106,23 @@ CORE: tuple[Variable, ...] = (
         description="NaN for a cohort whose plan is not one memoized (longitudinal) mechanism; eps_tau is the"
         " level of all the mechanism's rounds of one value, eps_inf its permanent stage's",
     ),
+    Variable(
+        "central_eps",
+        (POINT, "cohort"),
+        "central eps of each shuffled cohort's reports (variation-ratio bound, at central_delta)",
+        source="task",
+        optional=True,
+        description="the shuffled reports of the cohort's users are (central_eps, central_delta)-DP"
+        " (ldpsim.shuffle_guarantee); NaN for a cohort that is not shuffled",
+    ),
+    Variable(
+        "central_delta",
+        (POINT, "cohort"),
+        "central delta of each shuffled cohort (its table's delta)",
+        source="task",
+        optional=True,
+        description="NaN for a cohort that is not shuffled",
+    ),
 )
 
 

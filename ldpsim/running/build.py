@@ -27,13 +27,14 @@ from ..plugin.registry import Registry, get_registry
 from .expected import OBSERVE_MODES, expected_refusal
 from .paths import related
 from .schema import require_known
+from .shuffled import shuffle_delta
 from .sweep import Axis, Point
 
 #: the most reports one user's plan may hold: a plan is a tuple of mechanisms built before anything runs,
 #: and each report of a plan is one more column of every user's report tuple
 MAX_REPORTS_PER_USER = 10_000
 
-COHORT_KEYS = ("share", "reports", "dataset", "observe")
+COHORT_KEYS = ("share", "reports", "dataset", "observe", "shuffled", "delta")
 #: how far from 1 the cohorts' shares may sum (float shares like 0.1 + 0.2 + 0.7)
 SHARE_TOL = 1e-9
 #: the most users a point may have: their counts are 64-bit integers
@@ -50,6 +51,8 @@ class Cohort:
     dataset: Dataset | None = None  # None: the scenario's dataset
     #: "sampled": reports drawn; "expected": their exact expected counts (the infinite-data limit)
     observe: str = "sampled"
+    #: the central delta of a cohort whose reports are shuffled (:mod:`.shuffled`), else None
+    shuffled: float | None = None
 
 
 @dataclass
@@ -242,9 +245,12 @@ class Builder:
                 hint='adjust the shares (exact fractions like share = "1/3" help)',
             )
         counts = _apportion(users, shares)
-        return [
+        cohorts = [
             Cohort(name, c, plan, own, mode) for name, c, plan, own, mode in zip(spec, counts, plans, datasets, modes)
         ]
+        for cohort in cohorts:
+            cohort.shuffled = shuffle_delta(spec[cohort.name], f"cohorts.{cohort.name}", cohort.plan)
+        return cohorts
 
     def _plan(self, reports: Any, where: str, domain: Domain, dataset: Dataset) -> tuple[Mechanism, ...]:
         if not isinstance(reports, list) or not reports:

@@ -47,6 +47,7 @@ from ..theory.sampling import cohort_group, split_counts
 from .build import Builder, Cohort, Setup
 from .expected import expected_group
 from .scenario import Scenario
+from .shuffled import cohort_central
 from .simulation import stream
 from .sweep import Point
 
@@ -201,6 +202,8 @@ class _Run:
     users: int
     simulation_seconds: float
     privacy_over_time: np.ndarray | None = None
+    central_eps: np.ndarray | None = None
+    central_delta: np.ndarray | None = None
 
 
 #: how :func:`_estimated` fills a variable: the metrics' scores, a field of every Estimate, a plugin's output
@@ -230,6 +233,8 @@ class _Recipe:
     outputs: bool
     #: :func:`cohort_privacy` of the setup's cohorts (copied into each task's result)
     privacy: np.ndarray | None
+    #: :func:`.shuffled.cohort_central` of the setup's cohorts: (central eps, central delta), or None
+    central: tuple[np.ndarray, np.ndarray] | None
 
 
 def _recipe(setup: Setup) -> _Recipe:
@@ -258,6 +263,7 @@ def _recipe(setup: Setup) -> _Recipe:
             metrics,
             any(step[0] == _OUTPUT for step in steps),
             cohort_privacy(setup.cohorts),
+            cohort_central(setup.cohorts),
         )
         setup.derived["recipe"] = found
     return found
@@ -284,6 +290,7 @@ def _run_task(task: Task, builder: Builder | None) -> TaskRow:
         setup.users,
         simulated,
         None if recipe.privacy is None else recipe.privacy.copy(),
+        *((None, None) if recipe.central is None else (recipe.central[0].copy(), recipe.central[1].copy())),
     )
     for name, key in recipe.task_variables:
         value = getattr(run, key)
