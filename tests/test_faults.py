@@ -902,7 +902,7 @@ class _RaisingSampler(ldpsim.Mechanism):
 
 @pytest.mark.parametrize(
     ("cls", "message"),
-    [(_NotStochastic, r"not-stochastic\(\): matrix is not row-stochastic"), (_RaisingSampler, r"_sample raised")],
+    [(_NotStochastic, r"not-stochastic\(\): matrix row 0 sums to 0.9, not 1"), (_RaisingSampler, r"_sample raised")],
 )
 def test_a_broken_mechanism_is_a_plugin_error_naming_it(cls, message):
     from ldpsim.base.errors import PluginError

@@ -136,6 +136,24 @@ PUBLIC_WRAPPERS = (
 )
 
 
+def stochastic_defect(m: np.ndarray) -> str | None:
+    """What keeps the 2-D ``m`` from being row-stochastic, in words naming where (rows and columns counted
+    from 0); None if nothing does. A non-finite entry first, then the most negative one, then the row whose
+    sum is furthest from 1 (beyond ``ROW_SUM_TOL``)."""
+    bad = ~np.isfinite(m)
+    if bad.any():
+        i, j = np.argwhere(bad)[0]
+        return f"has a non-finite entry, {m[i, j]} at row {i}, column {j} (counting from 0)"
+    if m.size and m.min() < 0:
+        i, j = np.unravel_index(np.argmin(m), m.shape)
+        return f"has negative entries, the least {m[i, j]:.6g} at row {i}, column {j} (counting from 0)"
+    off = np.abs(m.sum(axis=1) - 1.0)
+    if off.size and off.max() > ROW_SUM_TOL:
+        i = int(np.argmax(off))
+        return f"row {i} sums to {m[i].sum():.12g}, not 1 (rows counting from 0)"
+    return None
+
+
 class Mechanism(OptionalHooks):
     """Base class of mechanisms. Subclasses set ``name`` and a one-line docstring.
 
@@ -253,8 +271,9 @@ class Mechanism(OptionalHooks):
         m = np.array(m, dtype=float)
         if m.ndim != 2 or m.shape[0] != self.domain.size:
             raise ContractError(f"{self!r}: matrix has shape {m.shape}, expected ({self.domain.size}, outputs)")
-        if np.any(m < 0) or not np.allclose(m.sum(axis=1), 1.0, rtol=0, atol=ROW_SUM_TOL):
-            raise ContractError(f"{self!r}: matrix is not row-stochastic")
+        defect = stochastic_defect(m)
+        if defect is not None:
+            raise ContractError(f"{self!r}: matrix {defect}")
         m.setflags(write=False)
         return m
 

@@ -16,7 +16,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from ..base.errors import LdpsimError, ScenarioError
+from ..base.errors import ContractError, LdpsimError, ScenarioError
 from ..estimation.estimator import Estimator
 from ..estimation.observations import round_channels
 from ..model.dataset import Dataset
@@ -165,6 +165,13 @@ class Builder:
             try:
                 estimator.check_setup(setup.domain, seen)
             except LdpsimError as exc:
+                report = _report_at_fault(setup, exc)
+                if report is not None:  # a mechanism's own defect, met as this estimator formed its matrix
+                    spot, mech = report
+                    problem = exc.problem.removeprefix(f"{mech!r}: ")
+                    raise type(exc)(
+                        f"mechanism '{mech.name}', checked for estimator {label}: {problem}", field=spot, hint=exc.hint
+                    ) from None
                 raise exc.at(f"estimators.{label}") from None
             self._checked.add(key)
 
@@ -394,6 +401,21 @@ def _some(names: Sequence[str], otherwise: str) -> str:
     shown = list(names[:SUGGESTED])
     text = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
     return f"e.g. {text}" if len(names) > SUGGESTED else text
+
+
+def _report_at_fault(setup: Setup, exc: LdpsimError) -> tuple[str, Mechanism] | None:
+    """The report (``cohorts.NAME.reports[I]``, the first that uses it) and mechanism a ``ContractError`` of
+    a mechanism's hook names (its message starts with the mechanism's repr); None for any other error."""
+    if not isinstance(exc, ContractError) or exc.field is not None:
+        return None
+    for cohort in setup.cohorts:
+        index, previous = -1, None
+        for mech in cohort.plan:  # a report's `repeat` copies of one mechanism are one report
+            if mech is not previous:
+                index, previous = index + 1, mech
+            if exc.problem.startswith(f"{mech!r}: "):
+                return f"cohorts.{cohort.name}.reports[{index}]", mech
+    return None
 
 
 def _observe(table: dict, where: str, default: str) -> str:
