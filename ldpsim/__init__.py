@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
     from .estimation.simplex import project_simplex
     from .estimation.unbiased import count_estimate_variance, plan_matrix, unbiased_estimate
     from .estimation.uncertainty import Uncertainty, bootstrap_uncertainty, mle_uncertainty, unbiased_uncertainty
+    from .model.attack import Attack
     from .model.bitvectors import WORD_BITS, BitVectorMechanism, bernoulli_words, set_bit_counts
     from .model.capabilities import Capabilities
     from .model.dataset import Dataset
@@ -117,6 +118,7 @@ _LAZY: dict[str, str] = {
     "bootstrap_uncertainty": "estimation.uncertainty",
     "mle_uncertainty": "estimation.uncertainty",
     "unbiased_uncertainty": "estimation.uncertainty",
+    "Attack": "model.attack",
     "BitVectorMechanism": "model.bitvectors",
     "set_bit_counts": "model.bitvectors",
     "bernoulli_words": "model.bitvectors",
@@ -203,6 +205,7 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "Attack",
     "DEFAULT_DELTA",
     "WORD_BITS",
     "BitVectorMechanism",

@@ -75,7 +75,7 @@ def test_catalogue_has_a_page_per_kind_ldpsim_lists():
         for page in (DOCS / "catalogue").glob("*.md")
         for m in re.finditer(r"^```\{ldpsim-catalogue\} (\w+)$", page.read_text(), flags=re.M)
     }
-    assert kinds == {"mechanisms", "estimators", "datasets", "metrics", "executors"}
+    assert kinds == {"mechanisms", "estimators", "datasets", "metrics", "executors", "attacks"}
     assert pages == kinds
 
 

@@ -19,7 +19,8 @@ def list_plugins(
     kind: Annotated[
         str | None,
         typer.Argument(
-            metavar="[KIND|NAME]", help="mechanisms, estimators, datasets, metrics or executors; or a plugin's name"
+            metavar="[KIND|NAME]",
+            help="mechanisms, estimators, datasets, metrics, executors or attacks; or a plugin's name",
         ),
     ] = None,
     name: Annotated[

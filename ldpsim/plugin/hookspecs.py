@@ -1,4 +1,4 @@
-"""Hook specifications: how a plugin adds mechanisms, estimators, datasets, metrics and executors.
+"""Hook specifications: how a plugin adds mechanisms, estimators, datasets, metrics, executors and attacks.
 
 A plugin is a module listed under the ``ldpsim`` entry-point group. It
 implements any of these hooks; each receives a ``register`` callback to call
@@ -59,3 +59,8 @@ def register_metrics(register: Register) -> None:
 @hookspec
 def register_executors(register: Register) -> None:
     """Register :class:`ldpsim.Executor` subclasses (where a run's tasks execute)."""
+
+
+@hookspec
+def register_attacks(register: Register) -> None:
+    """Register :class:`ldpsim.Attack` subclasses (what an attacker cohort's fake users send)."""

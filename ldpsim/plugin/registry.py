@@ -24,6 +24,7 @@ import pluggy
 
 from ..base.errors import PluginError, did_you_mean
 from ..estimation.estimator import Estimator
+from ..model.attack import Attack
 from ..model.dataset import Dataset
 from ..model.mechanism import Mechanism
 from ..model.metric import Metric
@@ -42,6 +43,7 @@ KINDS: dict[str, tuple[type[Configurable], str]] = {
     "dataset": (Dataset, "register_datasets"),
     "metric": (Metric, "register_metrics"),
     "executor": (Executor, "register_executors"),
+    "attack": (Attack, "register_attacks"),
 }
 
 
@@ -68,7 +70,7 @@ class Entry:
 
 
 class Registry:
-    """Named mechanisms, estimators, datasets, metrics and executors from plugins."""
+    """Named mechanisms, estimators, datasets, metrics, executors and attacks from plugins."""
 
     def __init__(self) -> None:
         self._pm = pluggy.PluginManager(hookspecs.PROJECT)
@@ -156,7 +158,7 @@ class Registry:
         if not kinds:
             raise PluginError(
                 f"{cls!r} is not a plugin class",
-                hint="register a subclass of ldpsim.Mechanism, Estimator, Dataset, Metric or Executor",
+                hint="register a subclass of ldpsim.Mechanism, Estimator, Dataset, Metric, Executor or Attack",
             )
         try:
             entry = self._entry(kinds[0], cls, plugin, None, None)
@@ -246,7 +248,7 @@ def register(*classes: type) -> None:
     Parameters
     ----------
     *classes
-        Subclasses of :class:`ldpsim.Mechanism`, ``Estimator``, ``Dataset``, ``Metric`` or ``Executor``.
+        Subclasses of :class:`ldpsim.Mechanism`, ``Estimator``, ``Dataset``, ``Metric``, ``Executor`` or ``Attack``.
 
     Raises
     ------

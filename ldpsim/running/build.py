@@ -19,6 +19,7 @@ from typing import Any
 from ..base.errors import ContractError, LdpsimError, ScenarioError
 from ..estimation.estimator import Estimator
 from ..estimation.observations import round_channels
+from ..model.attack import Attack
 from ..model.dataset import Dataset
 from ..model.domains import Domain, make_domain
 from ..model.mechanism import Mechanism
@@ -34,7 +35,9 @@ from .sweep import Axis, Point
 #: and each report of a plan is one more column of every user's report tuple
 MAX_REPORTS_PER_USER = 10_000
 
-COHORT_KEYS = ("share", "reports", "dataset", "observe", "shuffled", "delta")
+COHORT_KEYS = ("share", "reports", "dataset", "observe", "attack", "against", "shuffled", "delta")
+#: the share of a cohort that takes what the others leave
+REST = "rest"
 #: how far from 1 the cohorts' shares may sum (float shares like 0.1 + 0.2 + 0.7)
 SHARE_TOL = 1e-9
 #: the most users a point may have: their counts are 64-bit integers
@@ -51,6 +54,9 @@ class Cohort:
     dataset: Dataset | None = None  # None: the scenario's dataset
     #: "sampled": reports drawn; "expected": their exact expected counts (the infinite-data limit)
     observe: str = "sampled"
+    #: fake users: their reports follow this attack on ``plan`` (the attacked cohort's); they hold no value, and
+    #: their ``dataset`` is the attacked cohort's (whose known prior their reports' group carries), never drawn
+    attack: Attack | None = None
     #: the central delta of a cohort whose reports are shuffled (:mod:`.shuffled`), else None
     shuffled: float | None = None
 
@@ -202,12 +208,16 @@ class Builder:
                 hint=f"use at most {limit} users" + (f" or set dataset.{lift} = true" if lift else ""),
             )
         cohorts = self._cohorts(doc["cohorts"], domain, users, dataset, _observe(doc, "observe", "sampled"))
+        attacks = [c.attack for c in cohorts if c.attack is not None]
+        targets = sorted({int(t) for a in attacks for t in a.target_items}) if attacks else None
         estimators = {
             label: self._plugin("estimator", spec, f"estimators.{label}", default_name=label, dataset=dataset)
             for label, spec in doc["estimators"].items()
         }
         metrics = {
-            label: self._plugin("metric", spec, f"metrics.{label}", default_name=label, run={"users": users})
+            label: self._plugin(
+                "metric", spec, f"metrics.{label}", default_name=label, run={"users": users, "targets": targets}
+            )
             for label, spec in doc["metrics"].items()
         }
         for label, metric in metrics.items():
@@ -219,16 +229,29 @@ class Builder:
         return Setup(domain, dataset, users, cohorts, estimators, metrics)
 
     def _cohorts(self, spec: Any, domain: Domain, users: int, dataset: Dataset, observe: str) -> list[Cohort]:
-        shares = []
-        plans = []
-        datasets = []
+        rest: str | None = None  # the cohort whose share is what the others leave
+        shares: list[Fraction] = []
+        plans: list[tuple[Mechanism, ...]] = []
+        datasets: list[Dataset | None] = []
         modes = []
         for name, cohort in spec.items():
             where = f"cohorts.{name}"
             if not isinstance(cohort, dict):
                 raise ScenarioError("must be a table", field=where, hint="give share and reports")
             require_known(cohort, COHORT_KEYS, where)
-            shares.append(_share(cohort.get("share", 1 if len(spec) == 1 else None), f"{where}.share"))
+            share = cohort.get("share", 1 if len(spec) == 1 else None)
+            if share == REST:  # what the other cohorts leave (an attacked cohort as the attackers' share is swept)
+                if rest is not None:
+                    raise ScenarioError(
+                        f"cohort '{rest}' takes the rest already", field=f"{where}.share", hint="give this one a number"
+                    )
+                rest = name
+            shares.append(Fraction(0) if share == REST else _share(share, f"{where}.share"))
+            if "attack" in cohort or "against" in cohort:  # fake users: their plan is the attacked cohort's
+                plans.append(())
+                datasets.append(None)
+                modes.append(self._attackers(cohort, where, domain))
+                continue
             own = None
             if "dataset" in cohort:
                 own = self._plugin("dataset", cohort["dataset"], f"{where}.dataset", domain)
@@ -244,6 +267,15 @@ class Builder:
                         hint='use observe = "sampled" for this cohort, or mechanisms with finitely many outputs',
                     )
             modes.append(mode)
+        if rest is not None:
+            left = Fraction(1) - sum(shares, Fraction(0))
+            if left < 0:
+                raise ScenarioError(
+                    f"the other cohorts' shares sum to {float(1 - left):g}, more than 1",
+                    field=f"cohorts.{rest}.share",
+                    hint="lower the other shares",
+                )
+            shares[list(spec).index(rest)] = left
         total = sum(shares)
         if abs(float(total) - 1.0) > SHARE_TOL:
             raise ScenarioError(
@@ -257,7 +289,38 @@ class Builder:
         ]
         for cohort in cohorts:
             cohort.shuffled = shuffle_delta(spec[cohort.name], f"cohorts.{cohort.name}", cohort.plan)
+        if any(plan == () for plan in plans):
+            _attack_cohorts(cohorts, spec, shares, [self._attack_of(spec[c.name], c.name, domain) for c in cohorts])
         return cohorts
+
+    def _attackers(self, cohort: dict, where: str, domain: Domain) -> str:
+        """Check an attacker cohort's table (its attack is built by :meth:`_attack_of`); its observation mode."""
+        for key in ("reports", "dataset"):
+            if key in cohort:
+                raise ScenarioError(
+                    "an attacker cohort has no reports or dataset of its own",
+                    field=f"{where}.{key}",
+                    hint="its fake users send the attack's reports to the mechanism of the cohort it is against",
+                )
+        if "attack" not in cohort:
+            raise ScenarioError(
+                "names a cohort to attack but no attack", field=where, hint='add attack = { name = "mga", r = 10 }'
+            )
+        if cohort.get("observe", "sampled") != "sampled":
+            raise ScenarioError(
+                "an attacker cohort's reports are drawn",
+                field=f"{where}.observe",
+                hint='leave observe out, or "sampled"',
+            )
+        self._attack_of(cohort, where.split(".", 1)[1], domain)
+        return "sampled"
+
+    def _attack_of(self, cohort: dict, name: str, domain: Domain) -> Attack | None:
+        """The attack of cohort ``name`` (None for an honest cohort)."""
+        if "attack" not in cohort:
+            return None
+        attack: Attack = self._plugin("attack", cohort["attack"], f"cohorts.{name}.attack", domain)
+        return attack
 
     def _plan(self, reports: Any, where: str, domain: Domain, dataset: Dataset) -> tuple[Mechanism, ...]:
         if not isinstance(reports, list) or not reports:
@@ -444,6 +507,56 @@ def _share(value: Any, where: str) -> Fraction:
     if isinstance(value, bool) or not 0 <= share <= 1:
         raise ScenarioError(f"must be in [0, 1], got {value!r}", field=where, hint="shares are fractions of the users")
     return share
+
+
+def _attack_cohorts(
+    cohorts: list[Cohort], spec: dict, shares: Sequence[Fraction], attacks: Sequence[Attack | None]
+) -> None:
+    """Give each attacker cohort its attack and the plan of the cohort it is against; refuse what cannot be.
+
+    The attackers' share is the paper's beta, the fraction of fake users among all: in [0, 1).
+    """
+    honest = [c.name for c, a in zip(cohorts, attacks) if a is None]
+    beta = sum(s for s, a in zip(shares, attacks) if a is not None)
+    if not honest or beta >= 1:
+        raise ScenarioError(
+            f"attacker cohorts hold a share {float(beta):g} of the users; the fake users' share must be in [0, 1)",
+            field="cohorts",
+            hint="give the honest cohorts a positive share",
+        )
+    if not sum(c.users for c, a in zip(cohorts, attacks) if a is None):
+        raise ScenarioError(
+            "no honest user is left once the attackers' share is rounded to whole users",
+            field="cohorts",
+            hint="give the honest cohorts a larger share, or add users",
+        )
+    by_name = {c.name: c for c in cohorts}
+    for cohort, attack in zip(cohorts, attacks):
+        if attack is None:
+            continue
+        where = f"cohorts.{cohort.name}"
+        against = spec[cohort.name].get("against", honest[0] if len(honest) == 1 else None)
+        if against not in honest:
+            raise ScenarioError(
+                f"must name an honest cohort, got {against!r}",
+                field=f"{where}.against",
+                hint=f"attack one of {', '.join(map(repr, honest))}: against = {honest[0]!r}",
+            )
+        target = by_name[against]
+        if len(target.plan) != 1:
+            raise ScenarioError(
+                f"cohort '{against}' sends {len(target.plan)} reports per user; attacks target one report",
+                field=f"{where}.against",
+                hint="attack a cohort whose users send one report",
+            )
+        why = attack.applies_to(target.plan[0])
+        if why is not None:
+            raise ScenarioError(
+                f"attack '{attack.name}' does not apply to {target.plan[0].name}: {why}",
+                field=f"{where}.attack",
+                hint="choose another attack (see `ldpsim list attacks`), or attack a cohort of another mechanism",
+            )
+        cohort.plan, cohort.dataset, cohort.attack = target.plan, target.dataset, attack
 
 
 def _apportion(users: int, shares: Sequence[Fraction]) -> list[int]:

@@ -13,7 +13,8 @@ draws, in cohort order), ``(2, cohort, report)`` for each report of each
 cohort (one multinomial per value for a single report through a finite
 matrix, else the mechanism's sampler on users grouped by value, in chunks;
 see :mod:`ldpsim.simulation`) and ``(3, cohort)`` for the value counts of a
-cohort with its own dataset. A cohort with ``observe = "expected"`` draws no
+cohort with its own dataset. An attacker cohort holds no value and draws its fake reports from
+``(2, cohort, 0)`` (:class:`ldpsim.Attack`); the truth is then the honest users' distribution. A cohort with ``observe = "expected"`` draws no
 reports (its expected report counts, :mod:`.expected`); its stream is unused. A task's result
 therefore depends only on the scenario and its own position in the grid, not
 on the worker that ran it or on the other tasks; raising ``repetitions`` keeps
@@ -36,7 +37,7 @@ import numpy as np
 
 from ..base.threads import holds_one_blas_thread, one_blas_thread, one_blas_thread_for_good
 from ..estimation.estimator import Estimator
-from ..estimation.observations import Observations
+from ..estimation.observations import Observations, ReportGroup
 from ..model.memoized import MemoizedMechanism
 from ..model.metric import Metric
 from ..model.variables import DOMAIN, Variable
@@ -146,12 +147,19 @@ def simulate(task: Task, builder: Builder | None = None) -> tuple[Setup, np.ndar
     """A task's population: its setup, the distribution of true values, the aggregated reports."""
     setup = (builder or _builder_for(task)).setup(task.point)
     key = task.key
-    counts = setup.dataset.sample_counts(setup.users, stream(task.seed, *key, 0))
-    shares = split_counts(counts, [cohort.users for cohort in setup.cohorts], stream(task.seed, *key, 1))
+    fake = sum(cohort.users for cohort in setup.cohorts if cohort.attack is not None)  # they hold no value
+    counts = setup.dataset.sample_counts(setup.users - fake, stream(task.seed, *key, 0))
+    sizes = [0 if cohort.attack is not None else cohort.users for cohort in setup.cohorts]
+    shares = split_counts(counts, sizes, stream(task.seed, *key, 1))
     held = np.zeros(setup.domain.size, dtype=np.int64)
-    groups = []
+    groups: list[Any] = []  # each cohort's reports (None: none drawn)
     for c, (cohort, share) in enumerate(zip(setup.cohorts, shares)):
         if not cohort.users:
+            continue
+        if cohort.attack is not None:  # fake users: the attack's reports, estimated as the attacked cohort's
+            fakes = cohort.attack.sample(cohort.plan[0], cohort.users, stream(task.seed, *key, 2, c, 0))
+            posing = cohort.dataset.distribution() if cohort.dataset is not None else None  # the attacked's prior
+            groups.append(ReportGroup(cohort.plan, *fakes, posing))
             continue
         if cohort.dataset is not None:  # heterogeneous users: this cohort draws its own values
             share = cohort.dataset.sample_counts(cohort.users, stream(task.seed, *key, 3, c))
@@ -163,7 +171,7 @@ def simulate(task: Task, builder: Builder | None = None) -> tuple[Setup, np.ndar
             continue
         rngs = [stream(task.seed, *key, 2, c, j) for j in range(len(cohort.plan))]
         groups.append(cohort_group(cohort.plan, share, rngs, prior))
-    truth = held / setup.users
+    truth = held / (setup.users - fake)  # the honest users' distribution
     return setup, truth, Observations(setup.domain, [g for g in groups if g is not None])
 
 
