@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ imports each on first use
     from .base.errors import DataError, EstimationError, LdpsimError, ParameterError, PluginError, ScenarioError
     from .base.memory import MemoryLimitError, require_memory
+    from .estimation.backend import Backend, resolve_backend, using_backend
     from .estimation.convolution import ConvolutionOperator
     from .estimation.engine import (
         DEFAULT_DELTA,
@@ -87,6 +88,9 @@ _LAZY: dict[str, str] = {
     "ParameterError": "base.errors",
     "PluginError": "base.errors",
     "ScenarioError": "base.errors",
+    "Backend": "estimation.backend",
+    "resolve_backend": "estimation.backend",
+    "using_backend": "estimation.backend",
     "ConvolutionOperator": "estimation.convolution",
     "DEFAULT_DELTA": "estimation.engine",
     "DEFAULT_MAX_ITER": "estimation.engine",
@@ -269,6 +273,9 @@ __all__ = [
     "geo_level",
     "gibu",
     "hookimpl",
+    "resolve_backend",
+    "using_backend",
+    "Backend",
     "ldp_level",
     "lip_level",
     "load_scenario",

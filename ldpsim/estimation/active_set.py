@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .engine import EMResult, Likelihood, gibu
 from .interior_point import Solver, backtrack, full_support
 from .nonnegative_qp import nonnegative_qp
+
+if TYPE_CHECKING:
+    from .backend import Backend
 
 #: a Hessian over the active set's values costs at most this many multiply-adds (D |S|^2 in single precision:
 #: about a second and a half on one core; the MLE of a 256 x 256 grid at eps = 0.25, n = 10^6 keeps 2,415 values,
@@ -64,7 +68,13 @@ QP_GUESS_NEWCOMERS = 0.15
 
 
 def active_set_mle(
-    likelihood: Likelihood, passes: Likelihood, warm: EMResult, tol: float, max_iter: int, trace: bool
+    likelihood: Likelihood,
+    passes: Likelihood,
+    warm: EMResult,
+    tol: float,
+    max_iter: int,
+    trace: bool,
+    backend: Backend | None = None,
 ) -> EMResult:
     """The exact MLE on a large domain whose MLE has a small support: sequential quadratic programming on an active set.
 
@@ -90,6 +100,9 @@ def active_set_mle(
     (:data:`ACTIVE_STALL`), or the KKT violation would need more than :data:`ACTIVE_MAX_STEPS` steps even at
     its fastest rate so far (:func:`_steps_to_tol`: a support too large for the budget), SQUAREM continues from
     the warm start: what ``mle`` runs on such domains without this path.
+
+    With a ``backend`` other than numpy's native path the products and SQUAREM's passes run on its device;
+    the column reads, the subproblems and the certificate of the result stay on the host.
     """
     from .operators import exact_block
 
@@ -97,9 +110,18 @@ def active_set_mle(
     size, rows = likelihood.size, H.shape[0]
     budget = initial_budget = max(1, int(math.sqrt(ACTIVE_MAX_FLOPS / rows)))
     history: list[float] = list(warm.trace) if warm.trace is not None else []
-    solver = Solver(likelihood, None)
+    device = None
+    if backend is not None and not backend.native:
+        from .device import on_device
+
+        device = on_device(likelihood, backend)
+    solver = Solver(likelihood, None, device=device)
     solver.passes = warm.iterations + 1  # passes so far, the warm start's included
-    g = np.asarray(likelihood.gradient(warm.theta)).ravel() / likelihood.n
+    g = (
+        np.asarray(likelihood.gradient(warm.theta)).ravel()
+        if device is None
+        else solver.transpose_times(likelihood.counts / solver.times(warm.theta))
+    ) / likelihood.n
     solver.passes += 1
     columns = np.flatnonzero((warm.theta * size > ACTIVE_THRESHOLD) & (g >= 1.0))
     if columns.size == 0:  # no value stands out yet: the likeliest few start
@@ -153,7 +175,8 @@ def active_set_mle(
         best_f = min(best_f, pt.f)
     if pt.kkt < tol and math.isfinite(pt.f):
         theta = pt.x / pt.x.sum()
-        loglik, kkt, gap = likelihood.certify(theta)  # from the distribution itself, as EM's
+        # from the distribution itself, as EM's (a pass on the device, if there is one)
+        loglik, kkt, gap = likelihood.certify(theta) if device is None else device.certify(theta)
         solver.passes += 1
         if kkt < tol and loglik >= warm.loglik:
             return EMResult(
@@ -163,7 +186,16 @@ def active_set_mle(
     # mass, thousands of times slower (136,501 passes on a 64 x 64 grid where SQUAREM from the warm start takes 12,000)
     count = solver.passes
     start = full_support(warm.theta)
-    em = gibu(passes, start, stop="kkt", tol=tol, max_iter=max(0, max_iter - count), trace=trace, accelerate="squarem")
+    em = gibu(
+        passes,
+        start,
+        stop="kkt",
+        tol=tol,
+        max_iter=max(0, max_iter - count),
+        trace=trace,
+        accelerate="squarem",
+        backend=backend,
+    )
     history.extend(em.trace if em.trace is not None else [])
     return EMResult(
         em.theta,

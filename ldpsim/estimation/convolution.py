@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.sparse.linalg import LinearOperator
+
+if TYPE_CHECKING:
+    from .backend import Backend
 
 #: an FFT product entry whose value is below GUARD times its rounding-error bound is recomputed
 #: exactly, so every entry of H @ theta has a relative error below 1 / GUARD
@@ -122,6 +126,42 @@ class ConvolutionOperator(LinearOperator):
             self._cropped, self.grid, self.positions, self.start, self.window, support, self.column_scale
         )
 
+    def on_device(self, backend: Backend) -> DeviceConvolution:
+        """This operator's products on ``backend``'s device (FFTs there; see ``DeviceConvolution``).
+
+        Parameters
+        ----------
+        backend
+            The backend (:mod:`ldpsim.estimation.backend`).
+
+        Returns
+        -------
+        object
+            A ``DeviceConvolution``: the products ``H @ theta`` and ``H.T @ w`` on device vectors.
+        """
+        return DeviceConvolution(self, backend)
+
+    def guarded_rows(self, small: np.ndarray, theta: np.ndarray) -> np.ndarray:
+        """The entries ``small`` of ``H @ theta`` before row scaling, as exact dot products: what the accuracy guard
+        (:data:`GUARD`) puts in place of FFT entries too small for their rounding error, on any backend.
+
+        Parameters
+        ----------
+        small
+            Row indices.
+        theta
+            The vector, on the host.
+
+        Returns
+        -------
+        numpy.ndarray
+            One entry per index of ``small``.
+        """
+        held = np.flatnonzero(theta)
+        if held.size < theta.size // 2:
+            return np.asarray(self._exact(small, held) @ theta[held])
+        return np.asarray(self._exact(small) @ theta)
+
     def local_minima(self, field: np.ndarray, radius: int) -> np.ndarray:
         """Whether each value's entry of ``field`` (one per column) is the smallest within ``radius`` cells along
         every axis of the grid: the exact MLE's active set takes its newcomers from these first, one per region
@@ -182,10 +222,7 @@ class ConvolutionOperator(LinearOperator):
         if small.size:
             # only the values theta holds: an exact MLE's iterate is zero on most of a large grid, where the guard
             # fires on every report far from its support (a 256 x 256 grid: 4-15 s per product, not 0.02-0.15)
-            held = np.flatnonzero(theta)
-            y[small] = (
-                self._exact(small, held) @ theta[held] if held.size < theta.size // 2 else self._exact(small) @ theta
-            )
+            y[small] = self.guarded_rows(small, theta)
         return y * self.row_scale
 
     def _rmatvec(self, w: np.ndarray) -> np.ndarray:
@@ -385,3 +422,96 @@ def box_likelihood(
         kernel, box_shape, np.asarray(positions) - cut_first, cut_first - lo, cut_last - cut_first + 1, True, scale
     )
     return op.shift, op
+
+
+class DeviceConvolution:
+    """A :class:`ConvolutionOperator`'s products on a backend's device, in the Python array API standard.
+
+    The same computation as the host's: a real FFT convolution with the kernel's spectrum (computed once, on
+    the device), the positions beyond the window folded onto its edges (sums of the slices beyond each edge,
+    per axis), the reports' cells gathered; the transpose scatters each report's weight to its cell (a
+    gather through the inverse map, as reports are distinct cells) and spreads the edges back. The accuracy
+    guard is the host operator's: entries of ``H @ theta`` below :data:`GUARD` times their rounding bound are
+    recomputed exactly there (:meth:`ConvolutionOperator.guarded_rows`) and sent back.
+    """
+
+    def __init__(self, op: ConvolutionOperator, backend: Backend):
+        xp = backend.xp
+        self.op, self.backend = op, backend
+        kernel = backend.to_device(op.kernel)
+        axes = tuple(range(len(op.grid)))
+        self.spectrum = xp.fft.rfftn(kernel, s=op.fft_shape, axes=axes)
+        self.axes = axes
+        self.outputs = backend.to_device(op.flat_outputs, xp.int64)
+        rows, cells = op.shape[0], math.prod(op.window)
+        # each window cell's report (rows are distinct reports, so distinct cells), or the zero appended after them
+        slot = np.full(cells, rows, dtype=np.int64)
+        slot[op.flat_outputs] = np.arange(rows)
+        self.distinct = bool(np.unique(op.flat_outputs).size == rows)
+        self.slot = backend.to_device(slot, xp.int64)
+        self.row_scale = backend.to_device(op.row_scale)
+        self.column_scale = None if op.column_scale is None else backend.to_device(op.column_scale)
+        self.folds = [backend.to_device(where, xp.int64) for where, _ in op._fold]
+        self.cuts = [(int(starts[1]) if w > 1 else 0, int(starts[-1])) for (_, starts), w in zip(op._fold, op.window)]
+        self.error_factor = backend.to_device(op._error_factor)
+
+    def _take_axis(self, y: Any, axis: int, lo: int | None, hi: int | None) -> Any:
+        index = tuple(slice(lo, hi) if a == axis else slice(None) for a in range(y.ndim))
+        return y[index]
+
+    def matvec(self, theta: Any) -> Any:
+        """``H @ theta`` for a device vector."""
+        xp, op = self.backend.xp, self.op
+        scaled = theta if self.column_scale is None else theta * self.column_scale
+        grid = xp.reshape(scaled, op.grid)
+        y = xp.fft.irfftn(
+            xp.fft.rfftn(grid, s=op.fft_shape, axes=self.axes) * self.spectrum, s=op.fft_shape, axes=self.axes
+        )
+        y = y[tuple(slice(0, n) for n in op.full)]
+        if op.clamp:
+            for axis, ((first, last), w) in enumerate(zip(self.cuts, op.window)):
+                if w == 1:
+                    y = xp.sum(y, axis=axis, keepdims=True)
+                    continue
+                parts = [
+                    xp.sum(self._take_axis(y, axis, None, first), axis=axis, keepdims=True),
+                    self._take_axis(y, axis, first, last),
+                    xp.sum(self._take_axis(y, axis, last, None), axis=axis, keepdims=True),
+                ]
+                y = xp.concat(parts, axis=axis)
+        else:
+            y = y[tuple(slice(h + s, h + s + w) for h, s, w in zip(op.half, op.start, op.window))]
+        y = xp.clip(xp.take(xp.reshape(y, (-1,)), self.outputs), min=0.0)
+        bound = float(xp.sqrt(xp.sum(scaled * scaled))) * float(_EPS) * op._kernel_norm  # a Python float: no numpy
+        small = y < (GUARD * bound) * self.error_factor
+        if bool(xp.any(small)):
+            host_small = np.flatnonzero(self.backend.to_numpy(small))
+            exact = np.zeros(op.shape[0])
+            exact[host_small] = op.guarded_rows(host_small, self.backend.to_numpy(theta))
+            y = xp.where(small, self.backend.to_device(exact), y)
+        return y * self.row_scale
+
+    def rmatvec(self, w: Any) -> Any:
+        """``H.T @ w`` for a device vector."""
+        xp, op = self.backend.xp, self.op
+        if not self.distinct:
+            host = np.asarray(op.T @ self.backend.to_numpy(w)).ravel()
+            return self.backend.to_device(host)
+        weights = xp.concat([w * self.row_scale, xp.zeros(1, dtype=xp.float64, **_on(self.backend))])
+        v = xp.reshape(xp.take(weights, self.slot), op.window)
+        if op.clamp:
+            u = v
+            for axis, where in enumerate(self.folds):
+                u = xp.take(u, where, axis=axis)
+        else:
+            u = xp.zeros(op.full, dtype=xp.float64, **_on(self.backend))
+            u[tuple(slice(h + s, h + s + n) for h, s, n in zip(op.half, op.start, op.window))] = v
+        g = xp.fft.irfftn(
+            xp.fft.rfftn(u, s=op.fft_shape, axes=self.axes) * xp.conj(self.spectrum), s=op.fft_shape, axes=self.axes
+        )
+        g = xp.clip(xp.reshape(g[tuple(slice(0, n) for n in op.grid)], (-1,)), min=0.0)
+        return g if self.column_scale is None else g * self.column_scale
+
+
+def _on(backend: Backend) -> dict[str, Any]:
+    return {} if backend.device is None else {"device": backend.device}

@@ -19,12 +19,13 @@ import math
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..base.errors import EstimationError, ParameterError
 from ..base.memory import require_memory
+from .backend import Backend, as_backend
 from .observations import Observations, ReportGroup
 from .operators import (
     named_values_likelihood,
@@ -286,6 +287,7 @@ def gibu(
     tol: float = DEFAULT_TOL,
     accelerate: str = "none",
     smooth: Callable[[np.ndarray], np.ndarray] | None = None,
+    backend: Backend | str | None = None,
 ) -> EMResult:
     """Run GIBU until its stopping rule holds or after ``max_iter`` evaluations of the EM map.
 
@@ -308,6 +310,11 @@ def gibu(
     ``smooth`` (e.g. :func:`binomial_smoothing`: EMS, Li et al. SIGMOD 2020) is applied to every EM
     image before the next iteration. EMS is not EM: it converges to a smoothed fixed point, not to
     the MLE, and L may decrease; only the plain update with the delta rule is offered with it.
+
+    ``backend`` (a :class:`~ldpsim.estimation.backend.Backend` or its name; default: the active one,
+    numpy outside :func:`~ldpsim.estimation.backend.using_backend`) is where the passes run: the likelihood is
+    moved to its device once (:func:`~ldpsim.estimation.device.on_device`) and the iterates stay there; the
+    result is a numpy array. With float32 passes the returned certificate is recomputed in float64.
 
     The returned theta is the last iterate whose log-likelihood is known, so ``loglik`` is exactly
     L(theta), and ``kkt``/``gap`` are its certificate.
@@ -333,27 +340,40 @@ def gibu(
             field="smoothing",
             hint='use stop = "delta" and accelerate = "none" with smoothing',
         )
-    run = _Run(likelihood, delta, max_iter, stop, tol, trace, smooth)
+    chosen = as_backend(backend)
+    if chosen.native:
+        run = _Run(likelihood, delta, max_iter, stop, tol, trace, smooth)
+    else:
+        from .device import on_device  # the array API path: imported when a run asks for it
+
+        device_smooth = None if smooth is None else lambda t: chosen.to_device(smooth(chosen.to_numpy(t)))
+        run = _Run(on_device(likelihood, chosen), delta, max_iter, stop, tol, trace, device_smooth, chosen)
+        theta = chosen.to_device(theta)
     if accelerate == "squarem":
         run.squarem(theta)
     else:
         run.plain(theta)
     run.certify()
-    if not math.isfinite(run.loglik) or not np.all(np.isfinite(run.theta)):
+    found = run.theta if chosen.native else chosen.to_numpy(run.theta)
+    if not math.isfinite(run.loglik) or not np.all(np.isfinite(found)):
         raise EstimationError(
             "GIBU broke down numerically (non-finite log-likelihood)",
             hint="report this with the scenario; the mechanism's likelihoods may be inconsistent",
         )
-    theta = run.theta / run.theta.sum()
+    theta = found / found.sum()
+    loglik, kkt, gap, converged = run.loglik, run.kkt, run.gap, run.converged
+    if chosen.precision != "float64":  # the passes' own certificate is float32's: the returned one is float64's
+        loglik, kkt, gap = likelihood.certify(theta)
+        converged = converged and (stop != "kkt" or kkt < tol)
     return EMResult(
         theta,
-        run.loglik,
+        loglik,
         run.evaluations - 1,
-        run.converged,
+        converged,
         np.array(run.history) if trace else None,
         stop,
-        run.kkt,
-        run.gap,
+        kkt,
+        gap,
     )
 
 
@@ -367,15 +387,19 @@ class _Run:
 
     def __init__(
         self,
-        likelihood: Likelihood,
+        likelihood: Any,  # a Likelihood, or its passes on a device (device.DeviceLikelihood)
         delta: float,
         max_iter: int,
         stop: str,
         tol: float,
         trace: bool,
         smooth: Callable[[np.ndarray], np.ndarray] | None = None,
+        backend: Backend | None = None,
     ):
         self.smooth = smooth
+        # numpy itself on the native path (its operations exactly as before); else the backend's array namespace
+        self.xp: Any = np if backend is None else backend.xp
+        self.dot = _dot if backend is None else lambda a, b: float(self.xp.sum(a * b))
         self.lik, self.delta, self.max_iter, self.stop, self.tol, self.trace = (
             likelihood,
             delta,
@@ -386,7 +410,9 @@ class _Run:
         )
         self.evaluations = 0
         self.history: list[float] = []
-        self.theta = np.full(likelihood.size, np.nan)
+        self.theta = (
+            np.full(likelihood.size, np.nan) if backend is None else backend.to_device(np.full(likelihood.size, np.nan))
+        )
         self.grad: np.ndarray | None = None
         self.loglik = self.kkt = self.gap = math.nan
         self.converged = False
@@ -439,8 +465,8 @@ class _Run:
             v = theta2 - theta1 - r
             # norms by _dot, not np.linalg.norm: its threaded BLAS dot stalled when other processes held the
             # cores (a third of a 10^5-cell joint MLE's 77 s with two OpenBLAS threads on a loaded machine)
-            norm_v = math.sqrt(_dot(v, v))
-            alpha = -math.sqrt(_dot(r, r)) / norm_v if norm_v > 0 else -1.0
+            norm_v = math.sqrt(self.dot(v, v))
+            alpha = -math.sqrt(self.dot(r, r)) / norm_v if norm_v > 0 else -1.0
             capped = alpha <= -step_max
             alpha = max(min(alpha, -1.0), -step_max)
             candidate = theta0 - 2 * alpha * r + alpha * alpha * v
@@ -449,9 +475,9 @@ class _Run:
                 # instead (theta2^2 / theta0, its own rate of decay over two more steps), so every iterate keeps
                 # full support; a zero could never be raised again (001, remark after Theorem 4).
                 with np.errstate(divide="ignore", invalid="ignore"):
-                    fallen = theta2 * np.fmin(theta2 / theta0, 1.0)
-                candidate = np.where(candidate > 0, candidate, fallen)
-                candidate = candidate / candidate.sum()
+                    fallen = theta2 * _fmin_one(self.xp, theta2 / theta0)
+                candidate = self.xp.where(candidate > 0, candidate, fallen)
+                candidate = candidate / self.xp.sum(candidate)  # numpy's sum is candidate.sum()
                 loglik, image, grad = self.evaluate(candidate)
                 if loglik >= loglik1:  # the safeguard: an extrapolation never lowers L
                     if capped and alpha == -step_max:
@@ -472,6 +498,13 @@ class _Run:
 def _dot(a: np.ndarray, b: np.ndarray) -> float:
     """sum(a * b) without BLAS: its threaded 1-D dot stalls when other processes load the cores."""
     return float(np.einsum("d,d->", a, b))
+
+
+def _fmin_one(xp: Any, ratio: Any) -> Any:
+    """``fmin(ratio, 1)``: numpy's own on the native path; elsewhere a NaN (0 / 0) counts as 1, as fmin's does."""
+    if xp is np:
+        return np.fmin(ratio, 1.0)
+    return xp.where(ratio < 1.0, ratio, xp.ones_like(ratio))
 
 
 def _block(group: ReportGroup) -> tuple[np.ndarray, np.ndarray | LinearOperator]:

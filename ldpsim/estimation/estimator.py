@@ -16,6 +16,7 @@ from ..model.domains import Domain
 from ..model.mechanism import Mechanism
 from ..model.params import Configurable, Param
 from ..model.variables import DOMAIN, ROUND, TASK, Variable
+from .backend import Backend, using_backend
 from .engine import Likelihood
 from .observations import Observations
 from .unbiased import unbiased_estimate
@@ -198,14 +199,22 @@ class Estimator(Configurable):
         """The rule that stops this estimator's iterations ("delta", "kkt"), "none" if not iterative."""
         return "none"
 
-    def estimate(self, observations: Observations) -> Estimate:
+    def estimate(self, observations: Observations, *, backend: Backend | str | None = None) -> Estimate:
         """Estimate the distribution of the users' true values; timed and checked.
 
         With ``rounds = "each"`` the estimate (and its log-likelihood and certificate) is that
         of the last round's observations alone (:meth:`Observations.last_round`).
+
+        ``backend`` (a ``Backend`` or a name: "numpy", "cupy", "torch", "auto"; see ``ldpsim.resolve_backend``)
+        is where the likelihood's passes run (GIBU, SQUAREM, the Newton solver's products); None keeps the
+        active one (numpy outside ``ldpsim.using_backend``). The estimate is a numpy array either way.
         """
         if not isinstance(observations, Observations):
             raise TypeError("estimate() needs an Observations instance")
+        with using_backend(backend):
+            return self._estimate_checked(observations)
+
+    def _estimate_checked(self, observations: Observations) -> Estimate:
         if self.rounds == "each":
             observations = observations.last_round()
         start = time.perf_counter()

@@ -13,12 +13,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .engine import Likelihood
 from .hessian_rows import RowSample
 from .linalg import TO_BOUNDARY, factor, longest_step
+
+if TYPE_CHECKING:
+    from .device import DeviceLikelihood
 
 #: interior-point iterations before handing over to SQUAREM
 MAX_NEWTON_ITER = 100
@@ -68,6 +72,9 @@ class Solver:
     applications of the structured operator, preconditioned by diag((B x + z) / x): since B has nonnegative entries,
     diag(B x / x) bounds B from above (the majorizer behind EM's update), so the first CG step is an
     EM-like step and the next ones add the curvature EM ignores.
+
+    With ``device`` (:func:`~ldpsim.estimation.device.on_device`) the products and the Hessian's formation run
+    on that backend's device; vectors cross per pass, the factorization and the iterations stay on the host.
     """
 
     def __init__(
@@ -76,8 +83,11 @@ class Solver:
         dense: np.ndarray | None,
         named: tuple[np.ndarray, float] | None = None,
         sample: RowSample | None = None,
+        device: DeviceLikelihood | None = None,
     ):
         self.lik = likelihood
+        self.device = device
+        self._sample_rows: Any = None  # the sample's rows on the device, moved there on the first Hessian
         self.H = likelihood.H if dense is None else dense
         self.dense = dense is not None
         self.named = named  # (the value each report names or -1, r): H = r 1 1^T + (1 - r) S, see named_columns
@@ -91,7 +101,7 @@ class Solver:
     def point(self, x: np.ndarray) -> Point:
         """f and H x at x: one pass (the gradient, when the point is kept, completes it)."""
         self.passes += 1
-        p = np.asarray(self.H @ x).ravel()
+        p = self.times(x)
         with np.errstate(divide="ignore", invalid="ignore"):
             f = -float(np.einsum("d,d->", self.w, np.log(p))) + float(x.sum())
         return Point(x, p, f if math.isfinite(f) else math.inf)
@@ -99,7 +109,7 @@ class Solver:
     def complete(self, pt: Point) -> None:
         """The gradient, L(x / sum x) and its certificate (see Likelihood.certificate)."""
         s = float(pt.x.sum())
-        pt.grad = np.asarray(self.H.T @ (self.w / pt.p)).ravel()
+        pt.grad = self.transpose_times(self.w / pt.p)
         pt.loglik = self.n * (-(pt.f - s) - math.log(s)) + self.lik.constant
         pt.kkt = max(s * float(pt.grad.max()) - 1.0, 0.0)  # g(theta) / n = s H^T(w / p)
 
@@ -111,7 +121,12 @@ class Solver:
             self.passes += 1
             return self._woodbury(pt, diag, free)
         if self.dense or self.sample is not None:
-            if self.sample is None:
+            formed = self._device_hessian(pt)
+            if formed is not None:
+                if self.sample is None:
+                    self.passes += 1  # forming the Hessian reads H once
+                hess = formed
+            elif self.sample is None:
                 self.passes += 1  # forming the Hessian reads H once
                 a = self.H * (self.sqrt_w / pt.p)[:, None]
                 hess = a.T @ a
@@ -124,6 +139,27 @@ class Solver:
                 hess = hess[np.ix_(free, free)]
             return factor(hess + np.diag(diag))
         return self._cg(pt, diag, free, rtol)
+
+    def times(self, x: np.ndarray) -> np.ndarray:
+        """``H @ x`` (on the device, if the solver has one)."""
+        return np.asarray(self.H @ x).ravel() if self.device is None else self.device.host_matvec(x)
+
+    def transpose_times(self, v: np.ndarray) -> np.ndarray:
+        """``H.T @ v`` (on the device, if the solver has one)."""
+        return np.asarray(self.H.T @ v).ravel() if self.device is None else self.device.host_rmatvec(v)
+
+    def _device_hessian(self, pt: Point) -> np.ndarray | None:
+        """The (dense or sampled) Hessian formed on the device, or None (no device, or no dense rows there)."""
+        if self.device is None:
+            return None
+        if self.sample is None:
+            return self.device.gram(self.sqrt_w / pt.p)
+        backend = self.device.backend
+        if self._sample_rows is None:
+            self._sample_rows = backend.to_device(self.sample.rows, backend.xp.float32)
+        scale = np.sqrt(self.sample.weight) / pt.p[self.sample.index]
+        top = scale.max()
+        return self.device.gram32(self._sample_rows, scale / top) * top**2
 
     def _woodbury(self, pt: Point, diag: np.ndarray, free: np.ndarray | None) -> Callable[[np.ndarray], np.ndarray]:
         """Exact solves in O(|X|) when each report names one value (k-RR): H = r 1 1^T + (1 - r) S, with S
@@ -166,7 +202,7 @@ class Solver:
         def hess(v: np.ndarray) -> np.ndarray:
             full = np.zeros(size)
             full[mask] = np.ravel(v)
-            out = np.asarray(self.H.T @ (weight * np.asarray(self.H @ full).ravel())).ravel()[mask]
+            out = self.transpose_times(weight * self.times(full))[mask]
             return out + diag * np.ravel(v)
 
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -48,14 +48,19 @@ budget is set (and tuned) in the module that applies it:
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..base.errors import EstimationError, ParameterError
 from .active_set import active_set_mle
+from .backend import Backend, as_backend
 from .engine import DEFAULT_TOL, EMResult, Likelihood, check_start, gibu
 from .hessian_rows import dense_likelihood, likelihood_for_passes, named_columns, sampled_rows
 from .interior_point import SHARPEN, Solver, full_support, predictor_corrector
+
+if TYPE_CHECKING:
+    from .device import DeviceLikelihood
 
 #: how Newton systems are solved (see :func:`newton_mle`)
 HESSIANS = ("auto", "sampled", "cg", "active")
@@ -79,6 +84,7 @@ def newton_mle(
     trace: bool = False,
     warm_passes: int | None = None,
     hessian: str = "auto",
+    backend: Backend | str | None = None,
 ) -> EMResult:
     """The exact MLE by a primal-dual interior-point Newton method, certified to relative KKT ``tol``.
 
@@ -111,6 +117,11 @@ def newton_mle(
         (fewer passes than SQUAREM in benchmarks/RESULTS.md, but at small eps its CG runs hit
         :data:`~ldpsim.estimation.interior_point.CG_MAX_ITER`: the preconditioner does not capture a
         smoothing kernel's ill-conditioning).
+    backend
+        Where the passes, the products and the Hessian's formation run (a
+        :class:`~ldpsim.estimation.backend.Backend` or its name; default: the active one, numpy outside
+        :func:`~ldpsim.estimation.backend.using_backend`). The strategy, the factorizations and the
+        active set's subproblems are the host's whatever the backend, so it chooses as on the CPU.
 
     Returns
     -------
@@ -132,6 +143,7 @@ def newton_mle(
             field="hessian",
             hint="use hessian='auto'; a structured operator offers rows through ldpsim.with_exact_rows",
         )
+    chosen = as_backend(backend)
     named = named_columns(likelihood) if hessian == "auto" else None
     dense = None if hessian != "auto" or named is not None else dense_likelihood(likelihood)
     sample = None
@@ -144,15 +156,24 @@ def newton_mle(
     if warm_passes is None:
         warm_passes = ACTIVE_WARM_PASSES if active else WARM_PASSES if sample is None else SAMPLED_WARM_PASSES
     if dense is None and named is None and sample is None and hessian == "auto" and not active:
-        return gibu(passes, theta0, stop="kkt", tol=tol, max_iter=max_iter, trace=trace, accelerate="squarem")
+        return gibu(
+            passes, theta0, stop="kkt", tol=tol, max_iter=max_iter, trace=trace, accelerate="squarem", backend=chosen
+        )
     warm = gibu(
-        passes, theta0, stop="kkt", tol=tol, max_iter=min(warm_passes, max_iter), trace=trace, accelerate="squarem"
+        passes,
+        theta0,
+        stop="kkt",
+        tol=tol,
+        max_iter=min(warm_passes, max_iter),
+        trace=trace,
+        accelerate="squarem",
+        backend=chosen,
     )
     if warm.converged or max_iter <= warm_passes:
         return warm
     if active:
-        return active_set_mle(likelihood, passes, warm, tol, max_iter, trace)
-    solver = Solver(likelihood, dense, named, sample)
+        return active_set_mle(likelihood, passes, warm, tol, max_iter, trace, chosen)
+    solver = Solver(likelihood, dense, named, sample, _device(likelihood, chosen))
     solver.passes = warm.iterations + 1
     history: list[float] = list(warm.trace) if warm.trace is not None else []
     # EM's iterates can underflow to zero: mix in a trace of the uniform so every value can still rise
@@ -165,7 +186,16 @@ def newton_mle(
         theta = best.x / best.x.sum() if full and best.loglik >= warm.loglik else interior
         # on to tol * SHARPEN, as the Newton iterations go once certified: SQUAREM from another start than
         # `mle`'s own could stop just inside tol and below it (a 4-value BLH problem: 1.2e-6 nats lower)
-        em = gibu(passes, theta, stop="kkt", tol=tol * SHARPEN, max_iter=max_iter, trace=trace, accelerate="squarem")
+        em = gibu(
+            passes,
+            theta,
+            stop="kkt",
+            tol=tol * SHARPEN,
+            max_iter=max_iter,
+            trace=trace,
+            accelerate="squarem",
+            backend=chosen,
+        )
         history.extend(em.trace if em.trace is not None else [])
         return EMResult(
             em.theta,
@@ -185,7 +215,8 @@ def newton_mle(
         )
     return EMResult(
         theta,
-        likelihood.loglik(theta),  # from the distribution itself, as EM's: no rounding from rescaling x
+        # from the distribution itself, as EM's: no rounding from rescaling x (a pass on the device, if there is one)
+        likelihood.loglik(theta) if solver.device is None else solver.device.loglik(theta),
         solver.passes - 1,
         True,
         np.array(history) if trace else None,
@@ -193,6 +224,15 @@ def newton_mle(
         best.kkt,
         likelihood.n * math.log1p(best.kkt),
     )
+
+
+def _device(likelihood: Likelihood, backend: Backend) -> DeviceLikelihood | None:
+    """The likelihood's products on the backend's device, or None on the native numpy path."""
+    if backend.native:
+        return None
+    from .device import on_device
+
+    return on_device(likelihood, backend)
 
 
 def _cheap_columns(likelihood: Likelihood) -> bool:

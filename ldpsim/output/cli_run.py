@@ -91,8 +91,18 @@ def run(
             help="check the scenario; print it, its runs, and its time and memory from timed runs; write nothing",
         ),
     ] = False,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            "--backend",
+            metavar="NAME",
+            help="where the estimators' passes run: numpy, cupy, torch or auto (the scenario's backend field)",
+        ),
+    ] = None,
 ) -> None:
     """Run a scenario and write its results as netCDF4."""
+    if backend is not None:  # the scenario's top-level field, as --set backend=NAME sets it
+        set_ = [*set_, f"backend={backend}"]
     from ..running.checkpoint import checkpoint_dir, finished_tasks
     from ..running.runner import run_scenario
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base.errors import ContractError, LdpsimError, ScenarioError
+from ..estimation.backend import resolve_backend
 from ..estimation.estimator import Estimator
 from ..estimation.observations import round_channels
 from ..model.attack import Attack
@@ -71,6 +72,10 @@ class Setup:
     cohorts: list[Cohort]
     estimators: dict[str, Estimator]
     metrics: dict[str, Metric]
+    #: where the estimators' passes run, and their precision (``ldpsim.resolve_backend``): names, so a setup
+    #: travels to worker processes; each resolves them once
+    backend: str = "numpy"
+    precision: str = "float64"
     #: what the tasks of this point derive from it once and share (:mod:`.tasks`: the result variables,
     #: the cohorts' privacy levels); a sweep runs hundreds of tasks on each point's one setup
     derived: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -226,7 +231,9 @@ class Builder:
             except LdpsimError as exc:
                 raise exc.at(f"metrics.{label}") from None
         _check_scores(estimators, metrics, self.registry)
-        return Setup(domain, dataset, users, cohorts, estimators, metrics)
+        backend, precision = str(doc.get("backend", "numpy")), str(doc.get("precision", "float64"))
+        resolve_backend(backend, precision)  # a GPU asked for where none is usable fails here, before the run
+        return Setup(domain, dataset, users, cohorts, estimators, metrics, backend, precision)
 
     def _cohorts(self, spec: Any, domain: Domain, users: int, dataset: Dataset, observe: str) -> list[Cohort]:
         rest: str | None = None  # the cohort whose share is what the others leave

@@ -26,6 +26,8 @@ FIELDS = {
     "rounds": 'when to estimate: "last" (after all rounds, the default) or "every" (after each round, a results dimension round)',
     "observe": 'how reports are observed: "sampled" (drawn, the default) or "expected" (their exact expected counts)',
     "plot": "the default figure of `ldpsim plot`: [plot] kind = ..., and its options (hue, col, row, at, ...)",
+    "backend": 'where the estimators\' passes run: "numpy" (the default), "cupy" or "torch" (a GPU), or "auto"',
+    "precision": 'of the passes on a backend: "float64" (the default) or "float32" (two-valued likelihoods)',
 }
 #: the values of the top-level ``rounds`` field
 ROUNDS = ("last", "every")

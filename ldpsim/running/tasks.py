@@ -37,6 +37,7 @@ import numpy as np
 
 from ..base.threads import holds_one_blas_thread, one_blas_thread, one_blas_thread_for_good
 from ..estimation.estimator import Estimator
+from ..estimation.backend import NATIVE, resolve_backend
 from ..estimation.observations import Observations, ReportGroup
 from ..model.memoized import MemoizedMechanism
 from ..model.metric import Metric
@@ -315,7 +316,9 @@ _CORE_NAMES = frozenset(var.name for var in CORE)
 def _estimated(setup: Setup, truth: np.ndarray, observations: Observations, recipe: _Recipe) -> dict[str, Any]:
     """The values of the estimates' and metrics' variables for one set of observations (as :class:`TaskRow`'s)."""
     metrics, domain = recipe.metrics, setup.domain
-    estimates = [estimator.estimate(observations) for estimator in recipe.estimators]
+    # the native numpy path unless the scenario names another backend (resolved once per process, then cached)
+    backend = None if (setup.backend, setup.precision) == NATIVE else resolve_backend(setup.backend, setup.precision)
+    estimates = [estimator.estimate(observations, backend=backend) for estimator in recipe.estimators]
     # tuples, not lists, in what a task returns: tuples of numbers leave the garbage collector's view, where a
     # batch of lists held to the batch's end made its full collections longer and more frequent
     scores = tuple(
