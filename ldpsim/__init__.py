@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
     )
     from .estimation.estimator import INTERVAL_OUTPUTS, Estimate, Estimator, IntervalEstimator, InversionEstimator
     from .estimation.newton import newton_mle
-    from .estimation.observations import Observations, ReportGroup
+    from .estimation.observations import BitTally, Observations, ReportGroup
     from .estimation.operators import (
         box_convolution_likelihood,
         constant_plus_bits,
@@ -106,6 +106,7 @@ _LAZY: dict[str, str] = {
     "InversionEstimator": "estimation.estimator",
     "Observations": "estimation.observations",
     "ReportGroup": "estimation.observations",
+    "BitTally": "estimation.observations",
     "constant_plus_column": "estimation.operators",
     "convolution_likelihood": "estimation.operators",
     "box_convolution_likelihood": "estimation.operators",
@@ -257,6 +258,7 @@ __all__ = [
     "Privacy",
     "Registry",
     "ReportGroup",
+    "BitTally",
     "AuditReport",
     "PathAudit",
     "ScenarioError",

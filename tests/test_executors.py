@@ -278,8 +278,8 @@ def test_a_run_enters_the_blas_limit_once_and_restores_it(monkeypatch, tmp_path)
 
     before = blas_threads()
     entered = []
-    real = threads.threadpool_limits
-    monkeypatch.setattr(threads, "threadpool_limits", lambda **kw: (entered.append(kw), real(**kw))[1])
+    real = threads._limit
+    monkeypatch.setattr(threads, "_limit", lambda: (entered.append({"limits": 1, "user_api": "blas"}), real())[1])
     held = []
     for owner, name in [(build.Builder, "_setup"), (runner, "assemble"), (runner, "save_results")]:
         original = getattr(owner, name)

@@ -27,7 +27,7 @@ def test_a_mechanism_gets_every_check_of_check_mechanism_in_its_order(monkeypatc
         monkeypatch.setattr(checks, name, lambda *a, _n=name, **k: called.append(_n))
     listed = [name for name, _ in checks.mechanism_checks()]  # rebuilt: binds the patched functions
     check_mechanism(make("mechanism", "krr", KRR4, eps=1.0))
-    assert called == listed and len(listed) == 15
+    assert called == listed and len(listed) == 17
 
 
 def test_a_broken_rule_fails_its_own_check_only():
@@ -69,7 +69,7 @@ def test_the_marker_gives_one_test_id_per_plugin_and_check(tmp_path):
     mark = parametrize_with_checks([make("mechanism", "krr", KRR4, eps=1.0), make("metric", "tv")])
     (argnames, cases) = mark.args[:2]
     ids = mark.kwargs["ids"]
-    assert argnames == ("plugin", "check") and len(cases) == len(ids) == 16
+    assert argnames == ("plugin", "check") and len(cases) == len(ids) == 18
     assert ids[0] == "krr(eps=1.0)-check_parameters" and ids[-1] == "tv()-check_metric"
     assert len(set(ids)) == len(ids)
 
@@ -97,4 +97,4 @@ def test_a_plugin_authors_suite_reports_each_check(tmp_path):
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "15 passed" in done.stdout
+    assert "17 passed" in done.stdout

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..base.errors import EstimationError
+from ..base.threads import one_blas_thread
 from ..model.domains import Domain
 from ..model.mechanism import Mechanism
 from ..model.params import Configurable, Param
@@ -194,6 +195,16 @@ class Estimator(Configurable):
             One line saying what does not fit; ``field`` names the parameter at fault, if one is.
         """
 
+    def takes_bit_counts(self) -> bool:
+        """Whether this estimator, as configured, needs nothing but per-bit counts (:class:`ldpsim.BitTally`).
+
+        A run whose every estimator takes them draws the per-bit counts of a mechanism declaring
+        ``sample_bit_counts`` instead of its reports when it has too many users to draw them one by one
+        (``ldpsim.theory.sampling.BIT_COUNT_MIN_INTS``). False by default: override it where
+        :meth:`_estimate` reads only ``unbiased_estimate``.
+        """
+        return False
+
     @property
     def stopping_rule(self) -> str:
         """The rule that stops this estimator's iterations ("delta", "kkt"), "none" if not iterative."""
@@ -203,7 +214,8 @@ class Estimator(Configurable):
         """Estimate the distribution of the users' true values; timed and checked.
 
         With ``rounds = "each"`` the estimate (and its log-likelihood and certificate) is that
-        of the last round's observations alone (:meth:`Observations.last_round`).
+        of the last round's observations alone (:meth:`Observations.last_round`). It runs with one
+        BLAS thread, as inside a run (see :mod:`ldpsim.base.threads`).
 
         ``backend`` (a ``Backend`` or a name: "numpy", "cupy", "torch", "auto"; see ``ldpsim.resolve_backend``)
         is where the likelihood's passes run (GIBU, SQUAREM, the Newton solver's products); None keeps the
@@ -211,10 +223,16 @@ class Estimator(Configurable):
         """
         if not isinstance(observations, Observations):
             raise TypeError("estimate() needs an Observations instance")
-        with using_backend(backend):
+        with one_blas_thread(), using_backend(backend):  # nested in a run's limit: free
             return self._estimate_checked(observations)
 
     def _estimate_checked(self, observations: Observations) -> Estimate:
+        if observations.tallies and not self.takes_bit_counts():
+            raise EstimationError(
+                f"{self!r} reads whole reports; these observations hold per-bit counts of"
+                f" {', '.join(repr(t.plan[0]) for t in observations.tallies)} drawn without reports",
+                hint="estimate with inv-p or inv-n (without intervals), or simulate fewer users (drawn one by one)",
+            )
         if self.rounds == "each":
             observations = observations.last_round()
         start = time.perf_counter()
@@ -338,6 +356,11 @@ class InversionEstimator(IntervalEstimator):
 
     def _postprocess(self, unbiased: np.ndarray) -> np.ndarray:
         raise NotImplementedError
+
+    def takes_bit_counts(self) -> bool:
+        """The point estimate reads only the unbiased estimate: per-bit counts do, unless intervals, a
+        certificate or the per-round estimate need the reports (or the plans' groups)."""
+        return not self.intervals and self.certify != "always" and self.rounds == "all"
 
     def _point_estimate(self, observations: Observations) -> np.ndarray:
         return self._postprocess(unbiased_estimate(observations))

@@ -303,20 +303,54 @@ class ReportGroup:
         return total
 
 
-class Observations:
-    """All reports of a population, aggregated per plan."""
+@dataclass(frozen=True, eq=False)
+class BitTally:
+    """The per-bit counts of the users of a one-report plan, without their reports (issue 31).
 
-    def __init__(self, domain: Domain, groups: Iterable[ReportGroup]):
+    What the mechanism's unbiased estimate reads (:meth:`ldpsim.Mechanism.bit_counts`): for a
+    unary encoding how many users set each bit, for a sketch each (hash, bucket)'s and each hash's.
+    Drawn at count level (:meth:`ldpsim.Mechanism.sample_bit_counts`), so 10^9 users cost what 10^3 do;
+    only estimators that read nothing else accept them (:meth:`ldpsim.Estimator.takes_bit_counts`).
+    """
+
+    plan: Plan  # one mechanism that declares sample_bit_counts
+    tally: np.ndarray  # int64 per-bit counts, in the mechanism's layout
+    n: int  # number of users
+    prior: np.ndarray | None = None
+
+    @property
+    def rounds(self) -> int:
+        """How many rounds the plan covers."""
+        return plan_rounds(self.plan)
+
+
+class Observations:
+    """All reports of a population, aggregated per plan (and per-bit counts of plans drawn as such: ``tallies``)."""
+
+    def __init__(self, domain: Domain, groups: Iterable[ReportGroup | BitTally]):
         self.domain = domain
         merged: dict[tuple[Plan, bytes | None], list[ReportGroup]] = {}
+        tallies: dict[tuple[Plan, bytes | None], BitTally] = {}
         for group in groups:
             for mech in group.plan:
                 if mech.domain != domain:
                     raise ValueError(f"{mech!r} works on {mech.domain!r}, not on the observations' {domain!r}")
+            if isinstance(group, BitTally):
+                where = (group.plan, None if group.prior is None else np.asarray(group.prior, dtype=float).tobytes())
+                if group.n:
+                    old = tallies.get(where)
+                    tallies[where] = (
+                        group
+                        if old is None
+                        else BitTally(group.plan, old.tally + group.tally, old.n + group.n, group.prior)
+                    )
+                continue
             if group.reports.shape[0]:
                 key = None if group.prior is None else np.asarray(group.prior, dtype=float).tobytes()
                 merged.setdefault((group.plan, key), []).append(group)
         self.groups: tuple[ReportGroup, ...] = tuple(_merge(parts) for parts in merged.values())
+        #: per-bit counts of the plans drawn without reports (empty unless a run drew them; see :class:`BitTally`)
+        self.tallies: tuple[BitTally, ...] = tuple(tallies.values())
         self._derived: dict[Hashable, Any] = {}
 
     @classmethod
@@ -371,7 +405,7 @@ class Observations:
     @property
     def rounds(self) -> int:
         """The most rounds a plan of these observations covers (0 without reports)."""
-        return max((g.rounds for g in self.groups), default=0)
+        return max([g.rounds for g in self.groups] + [b.rounds for b in self.tallies], default=0)
 
     def prefix(self, t: int) -> Observations:
         """The observations after the first ``t`` rounds (``1 <= t``).
@@ -383,7 +417,7 @@ class Observations:
             raise ValueError(f"a prefix has at least one round, got {t!r}")
         if t >= self.rounds:
             return self
-        return Observations(self.domain, [g.prefix(t) for g in self.groups])
+        return Observations(self.domain, [*(g.prefix(t) for g in self.groups), *self.tallies])  # a tally: one round
 
     def round_alone(self, t: int) -> Observations:
         """Round ``t`` (1-based) alone: each plan that covers it through the round's channel.
@@ -395,7 +429,10 @@ class Observations:
             raise ValueError(f"these observations have rounds 1..{self.rounds}, not {t!r}")
         return self.derived(
             ("round_alone", int(t)),
-            lambda: Observations(self.domain, [g.round_alone(t) for g in self.groups if g.rounds >= t]),
+            lambda: Observations(
+                self.domain,
+                [*(g.round_alone(t) for g in self.groups if g.rounds >= t), *(b for b in self.tallies if t == 1)],
+            ),
         )
 
     def last_round(self) -> Observations:
@@ -406,11 +443,11 @@ class Observations:
     def n(self) -> float:
         """Number of users (a float when some counts are expected ones); found once (the groups do not change),
         as the simulation, the estimators, their certificates and the noisy distribution each read it."""
-        return sum(g.n for g in self.groups)
+        return sum(g.n for g in self.groups) + sum(b.n for b in self.tallies)
 
     @property
     def n_distinct(self) -> int:
-        """Number of distinct (plan, report tuple) pairs."""
+        """Number of distinct (plan, report tuple) pairs (per-bit counts hold no report: they count none)."""
         return sum(len(g.counts) for g in self.groups)
 
     @property
@@ -431,7 +468,8 @@ class Observations:
         return np.concatenate([g.log_likelihood() for g in self.groups])
 
     def __repr__(self) -> str:
-        return f"Observations(n={self.n}, distinct={self.n_distinct}, plans={len(self.groups)})"
+        tallied = f", tallied plans={len(self.tallies)}" if self.tallies else ""
+        return f"Observations(n={self.n}, distinct={self.n_distinct}, plans={len(self.groups)}{tallied})"
 
 
 def _merge(parts: list[ReportGroup]) -> ReportGroup:

@@ -2,7 +2,9 @@
 
 A plan's unbiased estimate is, per plan of reports:
 
-* one mechanism: its own unbiased estimate if it has one, else ``q A^+`` (A its matrix);
+* one mechanism: its own unbiased estimate if it has one, else ``q A^+`` (A its matrix), in closed form
+  when the mechanism declares ``A = a I + b 11^T`` (:meth:`~ldpsim.Mechanism.diagonal_plus_constant`,
+  k-RR): ``A^-1 = (I - c 11^T) / a`` with ``c = b / (a + |X| b)``, O(|X|) instead of a dense solve;
 * several reports: ``q A^+`` of the plan's joint matrix (a row-wise Kronecker product) when it has at
   most :data:`MAX_JOINT_OUTPUTS` columns; beyond, the average of each report's own unbiased estimate
   (its mechanism's, or its matrix inverted). Given the users' values the reports are drawn
@@ -127,7 +129,7 @@ def inversion_bytes(plan: Sequence[Mechanism]) -> float | None:
     report by report (:func:`inverts_jointly`). None when the plan needs no matrix (a mechanism with
     its own unbiased estimate) or its mechanisms cannot tell their output count without building it.
     """
-    if len(plan) == 1 and plan[0].capabilities.unbiased_estimate:
+    if len(plan) == 1 and (plan[0].capabilities.unbiased_estimate or plan[0].diagonal_plus_constant() is not None):
         return None
     if not inverts_jointly(plan):
         alone = [inversion_bytes((mech,)) for mech in plan]
@@ -166,7 +168,8 @@ def check_unbiased_memory(plans: Sequence[Sequence[Mechanism]]) -> None:
 def unbiased_estimate(observations: Observations) -> np.ndarray:
     """v with E[v] = theta: per plan, the mechanism's own unbiased estimate if it has one,
     else q A^+ (A^-1 when square), or for a plan too large to invert jointly the average of its
-    reports' (see the module's doc); averaged with weights n_plan / n.
+    reports' (see the module's doc); averaged with weights n_plan / n. Per-bit counts drawn without
+    reports (:attr:`Observations.tallies`) give their mechanism's estimate from those counts.
 
     Each plan's users are an iid sample of the population, so each plan gives
     an unbiased estimate; weighting by size combines them. Computed once per
@@ -188,6 +191,14 @@ def _unbiased_estimate(observations: Observations) -> np.ndarray:
                 v += _plan_estimate((mech,), reports, counts, group.n)
             v /= len(group.plan)
         total += group.n / observations.n * v
+    for tally in observations.tallies:  # per-bit counts drawn without reports: the mechanism's estimate from them
+        mech = tally.plan[0]
+        from_bits = mech.bit_count_estimate(tally.tally, tally.n)
+        if from_bits is None:
+            raise EstimationError(
+                f"{mech!r} has no unbiased estimate for these parameters", hint="use ibu, on users drawn one by one"
+            )
+        total += tally.n / observations.n * from_bits
     total.setflags(write=False)
     return total
 
@@ -198,6 +209,9 @@ def _plan_estimate(plan: Sequence[Mechanism], reports: np.ndarray, counts: np.nd
         v = plan[0].unbiased_estimate(reports, counts)
         if v is not None:
             return v
+        structure = plan[0].diagonal_plus_constant()
+        if structure is not None:
+            return _diagonal_plus_constant_estimate(plan[0], structure, reports, counts, n)
     a = plan_matrix(plan)
     widths = [_finite_matrix(mech).shape[1] for mech in plan]
     flat = np.ravel_multi_index(tuple(reports.T), widths)
@@ -205,6 +219,23 @@ def _plan_estimate(plan: Sequence[Mechanism], reports: np.ndarray, counts: np.nd
     np.add.at(q, flat, counts / n)
     v, *_ = np.linalg.lstsq(a.T, q, rcond=None)
     return v
+
+
+def _diagonal_plus_constant_estimate(
+    mech: Mechanism, structure: tuple[float, float], reports: np.ndarray, counts: np.ndarray, n: float
+) -> np.ndarray:
+    """``q A^-1`` for ``A = a I + b 11^T``: ``(q - c sum(q)) / a`` with ``c = b / (a + |X| b)``, O(|X|).
+
+    ``A^-1 = (I - c 11^T) / a`` (Sherman-Morrison); A is symmetric, so ``q A^-1 = A^-1 q``. The same
+    numbers as the dense solve to rounding (the tests compare them).
+    """
+    a, b = structure
+    k = mech.domain.size
+    z = reports[:, 0]
+    mech.require_outputs(z, k)
+    q = np.zeros(k)
+    np.add.at(q, z, counts / n)
+    return (q - b / (a + k * b) * q.sum()) / a
 
 
 @dataclass(frozen=True)
@@ -270,6 +301,9 @@ def plan_moments(plan: Sequence[Mechanism], theta: np.ndarray, *, given: bool = 
     theta = np.asarray(theta, dtype=float)
     if len(plan) == 1 and plan[0].capabilities.unbiased_estimate:
         return _declared_moments(plan[0], theta)
+    structure = plan[0].diagonal_plus_constant() if len(plan) == 1 else None
+    if structure is not None:
+        return _diagonal_plus_constant_moments(*structure, theta, given)
     if inverts_jointly(plan):
         return _matrix_moments(plan_matrix(plan), theta, given)
     parts = [plan_moments((mech,), theta) for mech in plan]
@@ -296,6 +330,35 @@ def _matrix_moments(a: np.ndarray, theta: np.ndarray, given: bool) -> Moments:
     r = pinv @ a.T
     fixed = second - (r * theta) @ r.T
     return Moments(np.diag(total).copy(), np.diag(fixed).copy(), mean - theta, total, "matrix", fixed, r)
+
+
+def _diagonal_plus_constant_moments(a: float, b: float, theta: np.ndarray, given: bool) -> Moments:
+    """:func:`_matrix_moments` for ``A = a I + b 11^T`` in O(|X|^2), without the matrix or its pseudo-inverse.
+
+    With ``A^-1 = (I - c 11^T) / a`` (``c = b / (a + |X| b)``, A symmetric) and ``lambda = theta A``:
+    ``A^-1 diag(lambda) A^-1 = (diag(lambda) - c (1 lambda^T + lambda 1^T) + c^2 sum(lambda) 11^T) / a^2``,
+    the mean ``A^-1 lambda``, and ``R = A^-1 A = I`` (so ``A^+T A^T diag(theta) A A^+ = diag(theta)``).
+    """
+    k = theta.size
+    require_memory(
+        3 * 8.0 * k * k,
+        f"the {k} x {k} covariance of the unbiased estimate",
+        hint="estimate without intervals, or use fewer values",
+    )
+    c = b / (a + k * b)
+    lam = a * theta + b * theta.sum()
+    mean = (lam - c * lam.sum()) / a
+    second = np.full((k, k), c * c * lam.sum())
+    second -= c * lam[None, :]
+    second -= c * lam[:, None]
+    second[np.diag_indices(k)] += lam
+    second /= a * a
+    total = second - np.outer(mean, mean)
+    if not given:
+        return Moments(np.diag(total).copy(), None, mean - theta, total, "matrix")
+    fixed = second.copy()
+    fixed[np.diag_indices(k)] -= theta
+    return Moments(np.diag(total).copy(), np.diag(fixed).copy(), mean - theta, total, "matrix", fixed, np.eye(k))
 
 
 def _averaged(theta: np.ndarray, parts: list[Moments]) -> Moments:

@@ -9,6 +9,7 @@ here are what "not declared" means, and :meth:`Capabilities.of` compares a class
 
 from __future__ import annotations
 
+import math
 import weakref
 from dataclasses import dataclass, fields
 from typing import Any
@@ -51,6 +52,11 @@ class Capabilities:
         ``_estimate_variance``: n Var of the unbiased estimate, in closed form.
     sample_counts
         ``_sample_counts``: the report counts of users holding each value, drawn without the matrix's rows.
+    diagonal_plus_constant
+        ``_diagonal_plus_constant``: the matrix is ``a I + b 11^T``, inverted in closed form in O(k).
+    sample_bit_counts
+        ``_sample_bit_counts`` (with ``_bit_counts`` and ``_bit_count_estimate``): per-bit counts, the
+        sufficient statistic of the mechanism's unbiased estimate, drawn without any report.
     """
 
     structured_likelihood: bool = False
@@ -63,6 +69,8 @@ class Capabilities:
     rounds: bool = False
     estimate_variance: bool = False
     sample_counts: bool = False
+    diagonal_plus_constant: bool = False
+    sample_bit_counts: bool = False
 
     @classmethod
     def of(cls, mechanism: type[OptionalHooks]) -> Capabilities:
@@ -143,6 +151,27 @@ class OptionalHooks(OnDomain):
         """``(|Z|,)`` report counts of users holding value x ``counts[x]`` times, one report each, with
         the law of ``sum_x Multinomial(counts[x], matrix[x])``; None: draw from the matrix's rows."""
         return None
+
+    def _diagonal_plus_constant(self) -> tuple[float, float] | None:
+        """``(a, b)`` with ``matrix = a I + b 11^T`` (square, |X| x |X|): P(z | x) is ``a + b`` at z = x and
+        ``b`` elsewhere (k-RR); ``a`` computed without cancellation. None: no such structure."""
+        return None
+
+    def _sample_bit_counts(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray | None:
+        """The per-bit counts (:meth:`_bit_counts`) of users holding value x ``counts[x]`` times, drawn with
+        the law of their reports' without drawing any report (a binomial per value and bit); None: not here."""
+        return None
+
+    def _bit_counts(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """The per-bit counts of distinct reports sent ``counts`` times: a fixed-length vector of whole numbers
+        (how many reports set each bit, and whatever else the estimate reads), the companion of
+        :meth:`_sample_bit_counts`."""
+        raise NotImplementedError(f"{type(self).__name__} declares sample_bit_counts without _bit_counts")
+
+    def _bit_count_estimate(self, tally: np.ndarray, n: int) -> np.ndarray | None:
+        """The mechanism's unbiased estimate from per-bit counts of n users: the same numbers as
+        :meth:`_unbiased_estimate` of reports with that tally; None where it has none."""
+        raise NotImplementedError(f"{type(self).__name__} declares sample_bit_counts without _bit_count_estimate")
 
     # ------------------------------------------------------------- public API
     @property
@@ -358,6 +387,115 @@ class OptionalHooks(OnDomain):
                 f" {int(counts.sum())} users, got shape {out.shape} summing to {out.sum() if out.size else 0}"
             )
         return out.astype(np.int64, copy=False)
+
+    def diagonal_plus_constant(self) -> tuple[float, float] | None:
+        """The matrix as ``a I + b 11^T``, when the mechanism declares that structure.
+
+        Such a matrix is inverted in closed form, ``(I - b / (a + k b) 11^T) / a`` on k values, so
+        the unbiased estimate ``q A^-1`` costs O(k), not a dense solve of O(k^3)
+        (:func:`ldpsim.unbiased_estimate` uses it).
+
+        Returns
+        -------
+        tuple of float or None
+            ``(a, b)`` with ``a > 0``, ``b >= 0`` and rows summing to 1 (``a + k b = 1``); None
+            if the mechanism declares no such structure.
+        """
+        if not self.capabilities.diagonal_plus_constant:
+            return None
+        pair = self._call("_diagonal_plus_constant")
+        if pair is None:
+            return None
+        a, b = (float(v) for v in pair)
+        if not (a > 0 and b >= 0 and math.isclose(a + self.domain.size * b, 1.0, rel_tol=1e-9)):
+            raise ContractError(
+                f"{self!r}._diagonal_plus_constant must return (a > 0, b >= 0) with a + {self.domain.size} b = 1,"
+                f" got {pair!r}"
+            )
+        return a, b
+
+    def sample_bit_counts(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray | None:
+        """Per-bit counts of users holding value x ``counts[x]`` times, one report each, drawn without reports.
+
+        The law is that of :meth:`bit_counts` of their sampled reports: for a unary encoding bit j is
+        set by ``Binomial(counts[j], p) + Binomial(n - counts[j], q)`` users. What an estimator that
+        reads only these counts (matrix inversion of a unary encoding or a sketch) needs, at a cost
+        independent of the number of users.
+
+        Parameters
+        ----------
+        counts
+            ``(|X|,)`` non-negative integers: users per value.
+        rng
+            The generator of every draw.
+
+        Returns
+        -------
+        numpy.ndarray or None
+            int64 counts, as :meth:`bit_counts` gives them; None if the mechanism does not draw them.
+        """
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError("rng must be a numpy.random.Generator, e.g. numpy.random.default_rng(seed)")
+        if not self.capabilities.sample_bit_counts:
+            return None
+        counts = np.asarray(counts)
+        if counts.shape != (self.domain.size,) or (counts.size and (counts.dtype.kind not in "iu" or counts.min() < 0)):
+            raise ValueError(f"counts must be {self.domain.size} non-negative integers, one per value")
+        out = self._call("_sample_bit_counts", counts.astype(np.int64, copy=False), rng)
+        if out is None:
+            return None
+        out = np.asarray(out)
+        if out.ndim != 1 or out.dtype.kind not in "iu" or (out.size and out.min() < 0):
+            raise ContractError(f"{self!r}._sample_bit_counts must return a vector of non-negative integers")
+        return out.astype(np.int64, copy=False)
+
+    def bit_counts(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """The per-bit counts of distinct ``reports`` sent ``counts`` times (what :meth:`sample_bit_counts` draws).
+
+        Parameters
+        ----------
+        reports
+            (D, report_width) distinct integer reports.
+        counts
+            (D,) how many users sent each.
+
+        Returns
+        -------
+        numpy.ndarray
+            int64 whole-number counts, in the mechanism's own layout.
+        """
+        if not self.capabilities.sample_bit_counts:
+            raise ContractError(f"{self!r} has no per-bit counts (it does not declare sample_bit_counts)")
+        reports = self._check_reports(reports)
+        counts = np.asarray(counts)
+        if counts.shape != (reports.shape[0],):
+            raise ValueError(f"counts must have shape ({reports.shape[0]},), one per report, got {counts.shape}")
+        return np.asarray(self._call("_bit_counts", reports, counts)).astype(np.int64)
+
+    def bit_count_estimate(self, tally: np.ndarray, n: int) -> np.ndarray | None:
+        """The mechanism's unbiased estimate of the distribution from the per-bit counts of n users.
+
+        Parameters
+        ----------
+        tally
+            Per-bit counts, as :meth:`bit_counts` or :meth:`sample_bit_counts` give them.
+        n
+            The number of users.
+
+        Returns
+        -------
+        numpy.ndarray or None
+            ``|X|`` finite numbers with expectation the true distribution; None where the mechanism
+            has no unbiased estimate (a sketch whose hashes cannot tell the values apart).
+        """
+        if not self.capabilities.sample_bit_counts:
+            raise ContractError(f"{self!r} has no per-bit counts (it does not declare sample_bit_counts)")
+        v = self._call("_bit_count_estimate", np.asarray(tally), int(n))
+        if v is not None:
+            v = np.asarray(v, dtype=float)
+            if v.shape != (self.domain.size,) or not np.all(np.isfinite(v)):
+                raise ContractError(f"{self!r}._bit_count_estimate must return {self.domain.size} finite numbers")
+        return v
 
     # -------------------------------------------------------------- internals
     def _call(self, hook: str, *args: Any) -> Any:

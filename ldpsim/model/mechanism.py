@@ -35,6 +35,10 @@ hook (a subclass implements)       public wrapper (the core calls)   capability 
 ``round_channel(t)``
 ``_estimate_variance(theta)``      ``estimate_variance(theta)``      ``estimate_variance``
 ``_sample_counts(counts, rng)``    ``sample_counts(counts, rng)``    ``sample_counts``
+``_diagonal_plus_constant()``      ``diagonal_plus_constant()``      ``diagonal_plus_constant``
+``_sample_bit_counts(c, rng)``     ``sample_bit_counts(c, rng)``     ``sample_bit_counts``
+``_bit_counts(r, counts)``,        ``bit_counts(r, counts)``,
+``_bit_count_estimate(tally, n)``  ``bit_count_estimate(tally, n)``
 =================================  ================================  ==========================
 
 Required: ``privacy``, and either ``_matrix`` (finitely many outputs: sampling
@@ -131,6 +135,10 @@ PUBLIC_WRAPPERS = (
     "log_matrix",
     "estimate_variance",
     "sample_counts",
+    "diagonal_plus_constant",
+    "sample_bit_counts",
+    "bit_counts",
+    "bit_count_estimate",
     "require_outputs",
     "capabilities",
 )
@@ -292,6 +300,11 @@ class Mechanism(OptionalHooks):
         values = values.astype(np.int64, copy=False)
         if values.size and (values.min() < 0 or values.max() >= self.domain.size):
             raise ValueError(f"values must be domain indices in 0..{self.domain.size - 1}")
+        require_memory(  # the reports themselves, before any is drawn (SHE: k integers per user)
+            8.0 * values.shape[0] * self.report_width,
+            f"the {values.shape[0]:,} reports of {self.name} ({self.report_width} integers each)",
+            hint="sample fewer users at a time, or simulate by counts (ldpsim.theory.sampling.sample_cohort)",
+        )
         reports = np.asarray(self._call("_sample", values, rng), dtype=np.int64)
         if reports.shape != (values.shape[0], self.report_width):
             raise ContractError(

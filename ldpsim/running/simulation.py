@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..base.memory import require_memory
-from ..theory.sampling import counted, per_user_bytes, require_per_user
+from ..theory.sampling import counted, per_user_bytes, require_per_user, tallied
 from .build import Setup
 from .expected import expected_bytes
 
@@ -24,6 +24,12 @@ def stream(seed: int, *key: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
 
 
+def takes_bit_counts(setup: Setup) -> bool:
+    """Whether every estimator of ``setup`` reads only per-bit counts, so that its cohorts too large to draw
+    one user at a time are drawn as those counts (:func:`ldpsim.theory.sampling.tallied`)."""
+    return bool(setup.estimators) and all(est.takes_bit_counts() for est in setup.estimators.values())
+
+
 def simulation_bytes(setup: Setup) -> int:
     """Bytes a simulation of ``setup`` allocates at most: what :func:`check_simulation_memory` checks, added up."""
     total = 0
@@ -31,9 +37,12 @@ def simulation_bytes(setup: Setup) -> int:
     for dataset, users in datasets:
         if dataset.draws_values:
             total += dataset.values_bytes(users)
+    bits = takes_bit_counts(setup)
     for cohort in setup.cohorts:
         if cohort.users and cohort.observe == "expected":
             total += int(expected_bytes(cohort.plan))
+        elif bits and tallied(cohort.plan, cohort.users):
+            continue  # per-bit counts: what the mechanism's own draw allocates, checked there
         elif cohort.users and not counted(cohort.plan, cohort.users):
             total += per_user_bytes(cohort.plan, cohort.users)
     return total
@@ -45,6 +54,7 @@ def check_simulation_memory(setup: Setup) -> None:
     for dataset, users in datasets:
         if dataset.draws_values:  # one value per user, then counted
             dataset.require_values(users)
+    bits = takes_bit_counts(setup)
     for cohort in setup.cohorts:
         if cohort.users and cohort.observe == "expected":
             require_memory(
@@ -52,5 +62,7 @@ def check_simulation_memory(setup: Setup) -> None:
                 f"the expected counts of every report tuple of cohort '{cohort.name}'",
                 hint='use observe = "sampled", or fewer reports per user',
             )
+        elif bits and tallied(cohort.plan, cohort.users):
+            continue  # drawn as per-bit counts, whatever the users (the mechanism checks what it allocates)
         elif cohort.users and not counted(cohort.plan, cohort.users):
             require_per_user(cohort.plan, cohort.users)

@@ -36,8 +36,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..base.threads import holds_one_blas_thread, one_blas_thread, one_blas_thread_for_good
-from ..estimation.estimator import Estimator
 from ..estimation.backend import NATIVE, resolve_backend
+from ..estimation.estimator import Estimator
 from ..estimation.observations import Observations, ReportGroup
 from ..model.memoized import MemoizedMechanism
 from ..model.metric import Metric
@@ -50,7 +50,7 @@ from .build import Builder, Cohort, Setup
 from .expected import expected_group
 from .scenario import Scenario
 from .shuffled import cohort_central
-from .simulation import stream
+from .simulation import stream, takes_bit_counts
 from .sweep import Point
 
 
@@ -171,7 +171,7 @@ def simulate(task: Task, builder: Builder | None = None) -> tuple[Setup, np.ndar
             groups.append(expected_group(cohort.plan, share, prior))
             continue
         rngs = [stream(task.seed, *key, 2, c, j) for j in range(len(cohort.plan))]
-        groups.append(cohort_group(cohort.plan, share, rngs, prior))
+        groups.append(cohort_group(cohort.plan, share, rngs, prior, bit_counts=takes_bit_counts(setup)))
     truth = held / (setup.users - fake)  # the honest users' distribution
     return setup, truth, Observations(setup.domain, [g for g in groups if g is not None])
 

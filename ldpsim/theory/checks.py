@@ -47,6 +47,8 @@ __all__ = [
     "check_privacy_claim",
     "check_rounds",
     "check_sample_counts",
+    "check_diagonal_plus_constant",
+    "check_sample_bit_counts",
     "check_sampler",
     "check_structured_likelihood",
     "check_unbiased_estimate",
@@ -118,6 +120,8 @@ def _capability_checks(*, samples: int, seed: int, alpha: float) -> list[NamedCh
         ("check_rounds", partial(check_rounds, seed=seed)),
         ("check_estimate_variance", partial(check_estimate_variance, seed=seed)),
         ("check_sample_counts", partial(check_sample_counts, samples=samples, seed=seed, alpha=alpha)),
+        ("check_diagonal_plus_constant", check_diagonal_plus_constant),
+        ("check_sample_bit_counts", partial(check_sample_bit_counts, samples=samples, seed=seed, alpha=alpha)),
     ]
 
 
@@ -169,6 +173,54 @@ def check_sample_counts(mech: Mechanism, *, samples: int = 20_000, seed: int = 0
         assert p_value >= alpha / len(values), (
             f"{mech!r}: sample_counts for value {x} does not follow its matrix row (chi-square p = {p_value:.2g})"
         )
+
+
+def check_diagonal_plus_constant(mech: Mechanism) -> None:
+    """A declared ``a I + b 11^T`` is the matrix, entry by entry (to 1e-12), where the matrix is built."""
+    pair = mech.diagonal_plus_constant()
+    if pair is None or mech.domain.size > MAX_EXACT_OUTPUTS:
+        return
+    m = mech.matrix
+    assert m is not None and m.shape == (mech.domain.size,) * 2, (
+        f"{mech!r}: declares a I + b 11^T without a square matrix"
+    )
+    a, b = pair
+    error = float(np.abs(m - (a * np.eye(m.shape[0]) + b)).max())
+    assert error <= 1e-12, f"{mech!r}: its matrix differs from the declared a I + b 11^T by {error:.2g}"
+
+
+def check_sample_bit_counts(mech: Mechanism, *, samples: int = 20_000, seed: int = 0, alpha: float = 1e-4) -> None:
+    """Declared per-bit counts keep their promises: the estimate from the counts of reports is the reports'
+    own unbiased estimate, and counts drawn without reports have the mean of the counts of ``samples``
+    users' reports, count by count (the difference of two independent sums of Bernoullis has variance at
+    most their summed means, estimated by the sum: a conservative z-test, Bonferroni over the counts)."""
+    from scipy.stats import norm
+
+    if not mech.capabilities.sample_bit_counts:
+        return
+    values = _tested_values(mech.domain)
+    counts = np.bincount(values.repeat(-(-samples // values.size)), minlength=mech.domain.size)
+    rng = np.random.default_rng([seed, 8])
+    reports = mech.sample(np.repeat(np.arange(mech.domain.size), counts), rng)
+    uniq, mult = np.unique(reports, axis=0, return_counts=True)
+    tally = mech.bit_counts(uniq, mult)
+    own = mech.unbiased_estimate(uniq, mult)
+    if own is not None:
+        from_bits = mech.bit_count_estimate(tally, int(counts.sum()))
+        assert from_bits is not None and np.allclose(from_bits, own, rtol=1e-12, atol=1e-12), (
+            f"{mech!r}: bit_count_estimate of the reports' bit counts is not their unbiased estimate"
+        )
+    drawn = mech.sample_bit_counts(counts, rng)
+    if drawn is None:
+        return
+    assert drawn.shape == tally.shape, f"{mech!r}: sample_bit_counts gave shape {drawn.shape}, bit_counts {tally.shape}"
+    z = np.abs(drawn - tally) / np.sqrt(drawn + tally + 1.0)
+    worst = int(np.argmax(z))
+    p_value = float(2 * norm.sf(z[worst]))
+    assert p_value >= alpha / z.size, (
+        f"{mech!r}: per-bit count {worst} drawn without reports ({int(drawn[worst])}) is far from the reports'"
+        f" ({int(tally[worst])}): p = {p_value:.2g}"
+    )
 
 
 def check_rounds(mech: Mechanism, *, seed: int = 0) -> None:

@@ -9,7 +9,10 @@ finite matrix M gets its report counts as ``sum_x Multinomial(c_x, M[x])``:
 O(|X| |Z|) work whatever the number of users, or less when the mechanism draws
 that law itself (:meth:`Mechanism.sample_counts`; k-RR in O(|X|)). Other cohorts (several reports,
 no matrix, or a matrix too large to use) expand their values in bounded chunks
-and use the mechanisms' vectorized samplers.
+and use the mechanisms' vectorized samplers; or, where the run's estimators read nothing but per-bit
+counts and the reports would be too many to draw one by one (:data:`BIT_COUNT_MIN_INTS`), draw those
+counts directly (:meth:`Mechanism.sample_bit_counts`: a binomial per value and bit), which cost the same
+for 10^9 users as for 10^3.
 
 Nothing here depends on a run: the seed streams of a run and the memory preflight of its setup are
 :mod:`ldpsim.running.simulation`, and the audit (:mod:`ldpsim.theory.audit`) tests the count path
@@ -24,7 +27,7 @@ import numpy as np
 
 from ..base.errors import ParameterError
 from ..base.memory import MemoryLimitError, require_memory
-from ..estimation.observations import ReportGroup, plan_width, sum_equal_rows, unique_rows
+from ..estimation.observations import BitTally, ReportGroup, plan_width, sum_equal_rows, unique_rows
 from ..model.mechanism import Mechanism
 
 #: the count path is considered for domains up to this size (the matrix is built to find |Z|)
@@ -38,6 +41,12 @@ CHUNK_INTS = 1 << 22
 MAX_PER_USER_DRAWS = 10**10
 #: numpy's hypergeometric sampler needs populations below this size
 MAX_HYPERGEOMETRIC = 10**9
+#: a cohort whose per-user reports would hold more integers than this (2 GB of int64; OUE at k = 1,024:
+#: 15.8 M users) is drawn as per-bit counts when every estimator of the run reads only those and its
+#: mechanism draws them (:func:`tallied`). Smaller cohorts keep their per-user reports, so every result
+#: that fit before is drawn as before, bit for bit; a fixed number, not the machine's memory, decides,
+#: so a run's numbers do not depend on the machine it ran on
+BIT_COUNT_MIN_INTS = 1 << 28
 
 
 def split_counts(counts: np.ndarray, sizes: Sequence[int], rng: np.random.Generator) -> list[np.ndarray]:
@@ -162,8 +171,17 @@ def counted(plan: Sequence[Mechanism], users: int) -> bool:
 
 
 def per_user_bytes(plan: Sequence[Mechanism], users: int) -> int:
-    """Bytes of the distinct reports of ``users`` users of ``plan`` sampled one by one (and their sorted copy)."""
-    return 2 * 8 * plan_width(plan) * distinct_bound(plan, users)
+    """Bytes at the peak of grouping the reports of ``users`` users of ``plan`` sampled one by one.
+
+    Each chunk's distinct reports are kept, then concatenated and sorted into one order: three copies
+    of the (distinct, width) int64 reports (two when one chunk holds them all), and four int64 arrays
+    beside them (counts, keys, order, run starts), plus one chunk's draws. Measured: 458 bytes per user for OUE at k = 1024
+    (17 words; this gives 440 + the chunk's), where two copies (272) let 10^8 users through to run
+    out of memory (issue 31).
+    """
+    width = plan_width(plan)
+    copies = 2 if users * width <= CHUNK_INTS else 3  # one chunk is grouped where it was drawn
+    return 8 * (copies * width + 4) * distinct_bound(plan, users) + 8 * min(CHUNK_INTS, width * users)
 
 
 def require_per_user(plan: Sequence[Mechanism], users: int) -> None:
@@ -187,14 +205,36 @@ def require_per_user(plan: Sequence[Mechanism], users: int) -> None:
     )
 
 
+def tallied(plan: Sequence[Mechanism], users: int) -> bool:
+    """Whether a cohort whose estimators read only per-bit counts draws those instead of its reports.
+
+    One single-round report through a mechanism that draws per-bit counts, not simulated by report
+    counts (:func:`counted`), whose per-user reports would exceed :data:`BIT_COUNT_MIN_INTS` integers.
+    """
+    if len(plan) != 1 or plan[0].rounds != 1 or not plan[0].capabilities.sample_bit_counts:
+        return False
+    return users * plan_width(plan) > BIT_COUNT_MIN_INTS and not counted(plan, users)
+
+
 def cohort_group(
     plan: Sequence[Mechanism],
     counts: np.ndarray,
     rngs: Sequence[np.random.Generator],
     prior: np.ndarray | None = None,
-) -> ReportGroup | None:
-    """The aggregated reports of one cohort (None if it has no users), tagged with its known ``prior``."""
-    if not int(np.sum(counts)):
+    *,
+    bit_counts: bool = False,
+) -> ReportGroup | BitTally | None:
+    """The aggregated reports of one cohort (None if it has no users), tagged with its known ``prior``.
+
+    With ``bit_counts`` (every estimator of the run reads only per-bit counts) a cohort that
+    :func:`tallied` says so is drawn as its per-bit counts (:class:`ldpsim.BitTally`), not as reports.
+    """
+    users = int(np.sum(counts))
+    if not users:
         return None
+    if bit_counts and tallied(plan, users):
+        tally = plan[0].sample_bit_counts(np.asarray(counts, dtype=np.int64), rngs[0])
+        if tally is not None:
+            return BitTally(tuple(plan), tally, users, prior)
     reports, report_counts = sample_cohort(plan, counts, rngs)
     return ReportGroup(tuple(plan), reports.astype(np.int64), report_counts.astype(np.int64), prior)

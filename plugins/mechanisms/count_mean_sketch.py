@@ -156,14 +156,41 @@ class SketchFamily(Mechanism):
 
         k = self.domain.size
         require_memory(3 * 8.0 * k * k, f"the {k} x {k} collision matrix of {self.name}", hint="use fewer values")
-        hot = self._one_hot
-        collisions = (hot @ hot.T).astype(float) / self.hashes
+        collisions = self._collision_counts() / self.hashes
         try:
             factor = cho_factor(collisions, lower=True, check_finite=False)
         except LinAlgError:
             return None
         diag = np.abs(np.diag(factor[0]))
         return factor if diag.min() > 1e-7 * diag.max() else None
+
+    def _collision_counts(self) -> np.ndarray:
+        """(k, k) float: how many of the family's hashes collide x and x', ``B B^T`` for the one-hot hashes B.
+
+        By blocks of hashes: each hash's values sorted by bucket, and the pairs d apart in that order that
+        share a bucket counted, for d = 1, 2, ... until no bucket holds d + 1 values. O(k hashes log k)
+        work and O(k^2) memory, where the dense one-hot B took k hashes m floats (275 GB for Apple's
+        65,536 x 1,024 sketch at k = 1,024). Whole numbers: the same as the dense product's, bit for bit.
+        """
+        k = self.domain.size
+        pairs = np.zeros(k * k)
+        step = max(1, (1 << 22) // k)  # hashes per block: 4 M entries
+        for start in range(0, self.hashes, step):
+            block = self.table[start : start + step]  # (b, k)
+            order = np.argsort(block, axis=1, kind="stable")
+            buckets = np.take_along_axis(block, order, axis=1)
+            d = 1
+            while d < k:
+                same = buckets[:, d:] == buckets[:, :-d]
+                if not same.any():
+                    break
+                keys = order[:, d:][same] * k + order[:, :-d][same]
+                pairs += np.bincount(keys, minlength=k * k)
+                d += 1
+        out = pairs.reshape(k, k)
+        out += out.T  # each unordered pair was counted once
+        out[np.diag_indices(k)] = self.hashes  # every hash collides a value with itself
+        return out
 
     def _solve(self, share: np.ndarray) -> np.ndarray | None:
         """C^-1 share, or None when no unbiased estimate exists."""
@@ -386,6 +413,11 @@ class CountMeanSketch(SketchFamily):
 
     def _unbiased_estimate(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
         counts = np.asarray(counts, dtype=float)
+        ones, per_hash = self._tallies(reports, counts)
+        return self._sketch_estimate(ones, per_hash, counts.sum())
+
+    def _tallies(self, reports: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(users of hash j setting bucket b, users of hash j): all the estimate reads of the reports."""
         ones = np.zeros((self.hashes, self.buckets))  # count-weighted reports of hash j setting bucket b
         per_hash = np.zeros(self.hashes)
         step = max(1, self.chunk_elements // self.buckets)  # bounded (reports x m) temporaries
@@ -397,11 +429,57 @@ class CountMeanSketch(SketchFamily):
                 ones.shape
             )
             per_hash += np.bincount(j, weights=weights, minlength=self.hashes)
+        return ones, per_hash
+
+    def _sketch_estimate(self, ones: np.ndarray, per_hash: np.ndarray, n: float) -> np.ndarray | None:
+        """``C^-1 s / n`` from the tallies of :meth:`_tallies` (module docstring); None if C is singular."""
         if self._collision_factor is None:
             return None
         # Apple's sketch row j: sum of c (v - 1/2) + 1/2 over the reports of hash j
         sketch = self.c_eps * (ones - per_hash[:, None] / 2) + per_hash[:, None] / 2
-        return self._solve(sketch[np.arange(self.hashes)[:, None], self.table].sum(axis=0) / counts.sum())
+        return self._solve(sketch[np.arange(self.hashes)[:, None], self.table].sum(axis=0) / n)
+
+    def _bit_counts(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """Users of hash j setting bucket b (hashes x m, row-major), then users of each hash (hashes)."""
+        ones, per_hash = self._tallies(reports, np.asarray(counts, dtype=float))
+        return np.rint(np.concatenate([ones.ravel(), per_hash]))
+
+    def _bit_count_estimate(self, tally: np.ndarray, n: int) -> np.ndarray | None:
+        """:meth:`_unbiased_estimate` from :meth:`_bit_counts`' tally: the same numbers for the same tally."""
+        cells = self.hashes * self.buckets
+        if tally.shape != (cells + self.hashes,):
+            raise EstimationError(f"{self!r} counts {cells + self.hashes} numbers per tally, got {tally.shape}")
+        ones = tally[:cells].reshape(self.hashes, self.buckets).astype(float)
+        return self._sketch_estimate(ones, tally[cells:].astype(float), float(n))
+
+    def _sample_bit_counts(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The tally of :meth:`_bit_counts` without a report, O(k hashes + hashes m) whatever the users.
+
+        A user's hash is uniform whatever its value: the users of each value split multinomially over
+        the hashes; ``H[j, b]``, the users of hash j whose value it sends to b, add up from those splits.
+        Given j, every bit is flipped independently w.p. f: bucket b of hash j is set by
+        ``Binomial(H[j, b], 1 - f) + Binomial(N_j - H[j, b], f)`` users.
+        """
+        m, hashes = self.buckets, self.hashes
+        require_memory(
+            8.0 * (4 * hashes * m + 3 * (1 << 24)),
+            f"the {hashes} x {m} per-bucket counts of {self.name}",
+            hint="use fewer hashes or buckets",
+        )
+        held = np.zeros(hashes * m)  # H, float sums of whole numbers: exact below 2^53
+        per_hash = np.zeros(hashes, dtype=np.int64)
+        uniform = np.full(hashes, 1.0 / hashes)
+        offsets = np.arange(hashes, dtype=np.int64)[:, None] * m
+        values = np.flatnonzero(counts)
+        step = max(1, (1 << 24) // hashes)  # values per block: 128 MB of splits, few passes over H
+        for start in range(0, values.size, step):
+            x = values[start : start + step]
+            split = rng.multinomial(counts[x], uniform)  # (values, hashes)
+            per_hash += split.sum(axis=0)
+            held += np.bincount((offsets + self.table[:, x]).ravel(), weights=split.T.ravel(), minlength=held.size)
+        hits = np.rint(held).astype(np.int64)
+        ones = rng.binomial(hits, 1.0 - self.flip) + rng.binomial(np.repeat(per_hash, m) - hits, self.flip)
+        return np.concatenate([ones, per_hash])
 
     def _estimate_variance(self, theta: np.ndarray) -> np.ndarray | None:
         """``(c^2 - 1)/4 (C^-1)_xx + diag(C^-1 B diag(w) B^T C^-1) / hashes - theta`` (module docstring)."""

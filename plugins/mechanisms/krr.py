@@ -73,6 +73,10 @@ class KRR(Mechanism):
     def _output_count(self) -> int:
         return self.domain.size
 
+    def _diagonal_plus_constant(self) -> tuple[float, float]:
+        """The matrix is ``(keep - other) I + other 11^T``; keep - other = (1 - e^-eps) keep, without cancellation."""
+        return -math.expm1(-self.eps) * self._keep, self._other
+
     def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
         """(shift, H): P(z|x) = keep at x = z, other elsewhere, so H = 1 at the report and e^-eps elsewhere."""
         z = reports[:, 0]

@@ -39,6 +39,7 @@ import numpy as np
 from ldpsim import (
     WORD_BITS,
     BitVectorMechanism,
+    EstimationError,
     Param,
     ParameterError,
     Privacy,
@@ -152,6 +153,21 @@ class UnaryEncoding(BitVectorMechanism):
     def _unbiased_estimate(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray:
         # Kairouz, Bonawitz & Ramage (ICML 2016) / Wang et al. (2017): E[C_x / n] = q + (p - q) theta_x.
         return (self.bit_frequencies(reports, counts) - self.q) / self._p_minus_q
+
+    def _sample_bit_counts(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Bit j is set by each of the ``counts[j]`` users holding j w.p. p, by each of the others w.p. q,
+        independently: ``Binomial(counts[j], p) + Binomial(n - counts[j], q)``, O(k) whatever n."""
+        return rng.binomial(counts, self.p) + rng.binomial(int(counts.sum()) - counts, self.q)
+
+    def _bit_counts(self, reports: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """How many users set each of the k bits (sums of whole counts: exact)."""
+        return np.rint(self.bit_frequencies(reports, counts) * float(np.sum(counts)))
+
+    def _bit_count_estimate(self, tally: np.ndarray, n: int) -> np.ndarray:
+        """:meth:`_unbiased_estimate` from the bits' counts: the same numbers for reports with that tally."""
+        if tally.shape != (self.domain.size,):
+            raise EstimationError(f"{self!r} has {self.domain.size} bits to count, got {tally.shape}")
+        return (tally / n - self.q) / self._p_minus_q
 
     def _estimate_variance(self, theta: np.ndarray) -> np.ndarray:
         """Wang et al. 2017: bit x is set w.p. p for a user holding x, q for the others."""
