@@ -18,6 +18,22 @@ def test_import_ldpsim_loads_no_layer_and_not_numpy():
     assert done.stdout.strip() == "[]"
 
 
+def test_numba_is_imported_only_where_a_compiled_pass_runs():
+    # the packed-bit likelihood of a small run (an OUE likelihood of 200 reports) stays in numpy; a pass
+    # large enough for the compiled loops (ldpsim.model.bitvectors.KERNEL_MIN_HALFWORDS) imports numba
+    code = (
+        "import sys, numpy as np, ldpsim, ldpsim.estimation.operators\n"
+        "words = np.arange(200 * 17, dtype=np.int64).reshape(200, 17) % 1000\n"
+        "H = ldpsim.constant_plus_bits(words, 1024, 0.5)\n"
+        "H @ np.ones(1024), H.T @ np.ones(200)\n"
+        "print('numba' in sys.modules)\n"
+        "from ldpsim.model.bitvectors import packed_kernels\n"
+        "print(packed_kernels(1 << 30) is not None and 'numba' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "True"]
+
+
 def test_every_public_name_resolves_to_its_definition():
     for name in ldpsim.__all__:
         assert getattr(ldpsim, name) is not None, name

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Iterator
+from types import ModuleType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -27,6 +28,10 @@ _RAW_64 = frozenset({"PCG64", "PCG64DXSM", "Philox", "SFC64"})
 _PACK_ROWS = 1 << 15
 #: bytes of halfwords per block of :meth:`BitVectorMechanism.bit_frequencies` (its memory, whatever the reports)
 _SUM_BYTES = 1 << 24
+#: halfwords (positions x reports) from which bit sums and the packed-bit likelihood's products run compiled
+#: (:mod:`ldpsim.model.kernels`): below, numpy's loops cost less than importing numba and loading the kernels
+#: (about 0.5 s once per process; a pass over 2^20 halfwords takes about 5 ms in numpy)
+KERNEL_MIN_HALFWORDS = 1 << 20
 #: digits of q drawn for every word before only the words with undecided bits are kept (a word has one
 #: left after d digits w.p. 1 - (1 - 2^-d)^64: 22% at d = 8)
 _FULL_DIGITS = 8
@@ -200,20 +205,55 @@ def halfword_rows(words: np.ndarray, size: int, word_bits: int = WORD_BITS) -> t
     return halves, column
 
 
+def packed_kernels(halfwords: int) -> ModuleType | None:
+    """The compiled loops of the packed-bit likelihood (:mod:`ldpsim.model.kernels`) for a pass over
+    ``halfwords`` halfwords, or None where numpy's loops are the ones to run.
+
+    None below :data:`KERNEL_MIN_HALFWORDS` (numba's import would cost more than it saves) and where numba
+    cannot be imported: numpy's loops are the reference, and the compiled ones give the same sums (the
+    same bits for ``B @ theta``; ``B^T w`` in another order, exact for whole-number weights).
+
+    Parameters
+    ----------
+    halfwords
+        The size of the pass: halfword positions times reports.
+
+    Returns
+    -------
+    module or None
+        :mod:`ldpsim.model.kernels`, imported (numba with it) on first use.
+    """
+    if halfwords < KERNEL_MIN_HALFWORDS:
+        return None
+    try:
+        from . import kernels
+    except ImportError:  # numba missing or unusable on this platform: numpy's loops
+        return None
+    return kernels
+
+
 def bit_sums(halves: np.ndarray, column: np.ndarray, size: int, w: np.ndarray) -> np.ndarray:
     """``B^T w``: for each vector bit, the total weight of the reports that set it (:func:`halfword_rows`'s layout).
 
-    One weighted count per (halfword position, pattern), folded to its 16 bits: D counts per 16
-    bits, not one per set bit. Whole-number weights (report counts) give exact sums.
+    Compiled (:func:`packed_kernels`): two 256-bin weighted histograms per halfword position in one
+    sweep, folded to the bits. numpy: one weighted count per (halfword position, pattern), folded to
+    its 16 bits: D counts per 16 bits, not one per set bit. Whole-number weights (report counts) give
+    exact sums either way.
     """
+    hit = column >= 0
+    out = np.zeros(size)
+    kernels = packed_kernels(halves.size)
+    if kernels is not None:
+        hist = np.zeros((2 * halves.shape[0], 256))
+        kernels.byte_histograms(halves, np.ascontiguousarray(w, dtype=float), hist)
+        out[column[hit]] = kernels.fold_bits(hist)[hit]
+        return out
     pattern = byte_patterns()
     per_bit = np.empty(column.shape)  # (bytes, 8): weight of the reports setting each bit
     for j in range(halves.shape[0]):
         counts = np.bincount(halves[j], weights=w, minlength=1 << 16).reshape(256, 256)  # (high, low)
         per_bit[2 * j] = counts.sum(axis=0) @ pattern
         per_bit[2 * j + 1] = counts.sum(axis=1) @ pattern
-    hit = column >= 0
-    out = np.zeros(size)
     out[column[hit]] = per_bit[hit]
     return out
 
