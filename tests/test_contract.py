@@ -119,7 +119,7 @@ CAPABILITIES = {
     },
     "geometric": {"structured_likelihood", "likely_subset", "output_count", "log_matrix"},
     "laplace": {"structured_likelihood", "likely_subset", "output_count", "log_matrix"},
-    "exponential": {"structured_likelihood", "output_count", "log_matrix"},
+    "exponential": {"structured_likelihood", "output_count", "log_matrix", "diagonal_plus_constant"},
     "planar-geometric": {"structured_likelihood", "likely_subset", "subset_likelihood", "output_count"},
     "planar-laplace": {"structured_likelihood", "likely_subset", "subset_likelihood", "output_count"},
     "rappor": {"structured_likelihood", "unbiased_estimate", "likely_subset", "estimate_variance", "sample_bit_counts"},

@@ -8,7 +8,7 @@ from helpers import make
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ldpsim import Categorical, Mechanism, Observations, Privacy, unbiased_estimate
+from ldpsim import Categorical, Integers, Mechanism, Observations, Privacy, unbiased_estimate
 from ldpsim.base.errors import ContractError
 from ldpsim.estimation.unbiased import inversion_bytes, plan_moments
 
@@ -79,3 +79,15 @@ class _Broken(Mechanism):
 def test_a_structure_whose_rows_do_not_sum_to_one_is_a_contract_error() -> None:
     with pytest.raises(ContractError, match="_diagonal_plus_constant"):
         _Broken(Categorical(values=["a", "b", "c"])).diagonal_plus_constant()
+
+
+@settings(max_examples=25)
+@given(st.integers(2, 80), st.floats(0.1, 30.0))
+def test_the_exponential_mechanism_on_categories_declares_krr_at_half_eps(k: int, eps: float) -> None:
+    """On categories the exponential mechanism is k-RR at eps/2; declared, it is inverted in O(k). Ordered
+    domains have rows that are not constant off the diagonal: no structure there."""
+    mech = make("mechanism", "exponential", Categorical(values=[str(i) for i in range(k)]), eps=eps)
+    a, b = mech.diagonal_plus_constant()
+    np.testing.assert_allclose(mech.matrix, a * np.eye(k) + b, rtol=0, atol=1e-15)
+    np.testing.assert_allclose((a, b), _krr(k, eps / 2).diagonal_plus_constant(), rtol=1e-12)
+    assert make("mechanism", "exponential", Integers(low=0, high=k), eps=eps).diagonal_plus_constant() is None

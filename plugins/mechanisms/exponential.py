@@ -50,6 +50,15 @@ class Exponential(Mechanism):
     def _output_count(self) -> int:
         return self.domain.size
 
+    def _diagonal_plus_constant(self) -> tuple[float, float] | None:
+        """On categories the matrix is k-RR's at eps/2, ``(keep - other) I + other 11^T``: inverted in O(k).
+        None on ordered domains (their rows are not constant off the diagonal)."""
+        if self.domain.name != "categorical":
+            return None
+        k, r = self.domain.size, math.exp(-0.5 * self.eps)
+        keep = 1.0 / (1.0 + (k - 1) * r)
+        return -math.expm1(-0.5 * self.eps) * keep, r * keep  # keep - other = (1 - r) keep, without cancellation
+
     def _structured_likelihood(self, reports: np.ndarray) -> tuple[np.ndarray, LinearOperator]:
         """(shift, H) without the matrix: weights e^(-eps d / 2) depend on z - x only (a convolution, with
         the normalizers 1 / Z_x as column factors), or, on categories, are one value off the report."""
