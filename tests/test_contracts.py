@@ -35,6 +35,7 @@ def test_the_posterior_mean_keeps_the_contract_but_is_not_consistent():
         ("zipf", DOMAIN, {}),
         ("pmf", Integers(low=0, high=2), {"p": [0.2, 0.3, 0.5]}),
         ("adult-ages", Integers(low=17, high=90), {}),
+        ("adult-ages", Integers(low=17, high=90), {"replace": True}),  # records drawn again: not all of them
         ("gowalla", Grid(rows=16, cols=24, cell=0.5), {}),
     ],
 )

@@ -151,7 +151,8 @@ def check_dataset(dataset: Dataset, *, users: int = 20_000, seed: int = 0, alpha
     ``sample`` and ``sample_counts``; that its parameters are validated; that it draws only from its
     generator; and that values and counts follow one law: its ``distribution()`` if it declares one
     (chi-square tests), else each other's (a chi-square test of homogeneity). A dataset of fixed
-    records (``size``) gives all of them when asked for ``size`` users.
+    records (``size``) drawn without replacement (``max_users == size``) gives all of them when asked for
+    ``size`` users.
 
     Parameters
     ----------
@@ -198,7 +199,7 @@ def check_dataset(dataset: Dataset, *, users: int = 20_000, seed: int = 0, alpha
         if table.shape[1] > 1:
             p = float(chi2_contingency(table).pvalue)
             assert p >= alpha / 2, f"{name}: sample and sample_counts follow different laws (chi-square p = {p:.3g})"
-    if dataset.size is not None:
+    if dataset.size is not None and dataset.max_users == dataset.size:  # drawn without replacement
         everyone = dataset.sample_counts(dataset.size, np.random.default_rng([seed, 4]))
         again = dataset.sample_counts(dataset.size, np.random.default_rng([seed, 5]))
         assert np.array_equal(everyone, again), f"{name}: all {dataset.size} records gave different counts twice"
