@@ -104,7 +104,7 @@ def test_results_describe_their_coordinates_and_survive_netcdf(grid_ds, tmp_path
     back = open_results(save_results(grid_ds, tmp_path / "g.nc"))
     assert back["x"].attrs["units"] == "km" and back["y"].attrs["units"] == "km"
     np.testing.assert_allclose(back["x"].values, [0.25, 0.75, 1.25, 1.75])
-    assert back["eps"].attrs["long_name"] == "eps"
+    assert back["eps"].attrs["long_name"] == "privacy level ε"  # the field's long name, never its path
     assert back["eps"].attrs["sweep_paths"] == "cohorts.all.reports.0.eps"
     assert back["tv"].attrs["long_name"] == "Total variation distance" and back["tv"].attrs["units"] == "1"
     assert json.loads(back.attrs["domain"])["unit"] == "km"
@@ -119,7 +119,7 @@ def test_summary_figure_panels():
     assert [ax.get_title() for ax in top] == ["tv", "l2"]
     assert [t.get_text() for t in top[0].get_legend().get_texts()] == ["ibu", "inv-n"]
     assert [t.get_text() for t in top[0].get_xticklabels()] == ["0.5", "2.0"]
-    assert top[0].get_xlabel() == "eps"
+    assert top[0].get_xlabel() == "privacy level ε"
     assert top[0].get_ylabel() == "Total variation distance"
     bottom = [ax for ax in fig.axes if ax.get_title().startswith("eps=")]
     assert len(bottom) == 2
@@ -132,7 +132,7 @@ def test_box_figure_boxes_per_sweep_value_and_estimator(line_ds):
     (ax,) = fig.axes
     assert len(ax.patches) == 2 * 2  # eps values x estimators
     assert [t.get_text() for t in ax.get_xticklabels()] == ["0.5", "2.0"]
-    assert ax.get_xlabel() == "eps" and ax.get_ylabel() == "L2 (Euclidean) distance"
+    assert ax.get_xlabel() == "privacy level ε" and ax.get_ylabel() == "L2 (Euclidean) distance"
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["ibu", "inv-n"]
     assert "n=1000" in fig._suptitle.get_text()
     # inv-n's box at eps = 2 spans the quartiles of its errors at n = 1000
@@ -163,7 +163,7 @@ def test_line_figure_means_with_standard_error_band(line_ds):
         [band.min(), band.max()], [(errors.mean("rep") - 2 * se).min(), (errors.mean("rep") + 2 * se).max()]
     )
     assert "2 standard errors" in fig._suptitle.get_text()
-    assert ax.get_xlabel() == "n (users)"  # the axis's name and what it sets
+    assert ax.get_xlabel() == "number of users"  # the long name of the field the axis sets
 
 
 def test_heatmap_figure_truth_noisy_and_estimates_on_one_scale(grid_ds):
@@ -267,7 +267,7 @@ def test_a_categorical_axis_is_drawn_as_points_not_joined_lines(categorical_ds):
     fig = figure(categorical_ds, "line", sweep="data", at={"eps": "2.0"})
     (ax,) = fig.axes
     assert [t.get_text() for t in ax.get_xticklabels()] == ["binomial", "zipf"]
-    assert ax.get_xlabel() == "data (dataset)"
+    assert ax.get_xlabel() == "dataset"
     markers = [ln for ln in ax.get_lines() if ln.get_marker() == "o"]  # not the error bars' caps
     assert len(markers) == 2 and all(ln.get_linestyle() == "None" for ln in markers)  # no line joins categories
     expected = categorical_ds["tv"].sel(estimator="inv-n", eps=2.0).mean("rep").values
@@ -351,7 +351,11 @@ def test_summary_of_many_sweep_points_fills_the_figure_without_clipping(categori
     ticks = [_drawn_extent(fig, t) for t in top[1].get_xticklabels()]
     assert not any(a.overlaps(b) for a, b in zip(ticks, ticks[1:]))
     estimates = [ax.get_title() for ax in fig.subfigs[1].axes if ax.get_title()]
-    assert estimates == ["data=binomial, eps=0.5", "data=binomial, eps=5.0", "data=zipf, eps=1.5", "data=zipf, eps=8.0"]
+    # the first, middle and last sweep point, and the figure says so
+    assert estimates == ["data=binomial, eps=0.5", "data=binomial, eps=8.0", "data=zipf, eps=8.0"]
+    assert "first, middle and last of 18 sweep points" in fig.subfigs[1]._suptitle.get_text()
+    assert not [p for ax in top for p in ax.patches]  # past MAX_BOX_POINTS: no boxes, the mean with a band
+    assert {t.get_rotation() for t in top[1].get_xticklabels()} == {0.0}  # no crowd of rotated labels
 
 
 def test_a_long_title_is_wrapped_inside_the_figure(line_ds):
@@ -387,7 +391,7 @@ def test_robust_heatmap_scale_is_the_2nd_to_98th_percentile(grid_ds):
 
 def test_log_scale_and_unknown_scale(line_ds):
     assert figure(line_ds, "line", metrics=["tv"], yscale="log").axes[0].get_yscale() == "log"
-    with pytest.raises(LdpsimError, match="--yscale: unknown y scale 'ln'"):
+    with pytest.raises(LdpsimError, match="--yscale: unknown scale 'ln'; choose linear, log, symlog"):
         figure(line_ds, "line", yscale="ln")
 
 
@@ -422,11 +426,14 @@ def test_sweep_axis_long_names_never_are_a_bare_index():
     def axis(name, *paths):
         return type("A", (), {"name": name, "paths": paths})()
 
-    assert axis_long_name(axis("eps", "cohorts.all.reports.0.eps")) == "eps"
-    assert axis_long_name(axis("mechanism", "cohorts.all.reports.0")) == "cohorts.all.reports.0"
-    assert axis_long_name(axis("prior", "dataset.p")) == "dataset.p"
-    assert axis_long_name(axis("eps", "cohorts.a.reports.0.eps", "cohorts.b.reports.0.eps")) == "eps"
-    assert axis_long_name(axis("both", "cohorts.a.reports.0", "cohorts.b.reports.0")) == "both"
+    assert axis_long_name(axis("eps", "cohorts.all.reports.0.eps")) == "privacy level ε"
+    assert axis_long_name(axis("mech", "cohorts.all.reports.0")) == "mechanism"  # a whole report
+    assert axis_long_name(axis("prior", "dataset.p")) == "prior"  # a bare letter: the axis's name, not the path
+    assert axis_long_name(axis("a", "cohorts.everyone.reports.0.a")) == "a"
+    assert axis_long_name(axis("e", "cohorts.a.reports.0.eps", "cohorts.b.reports.0.eps")) == "privacy level ε"
+    assert axis_long_name(axis("both", "cohorts.a.reports.0", "cohorts.b.dataset")) == "both"
+    labelled = type("A", (), {"name": "n", "paths": ("users",), "label": "respondents", "units": "people"})()
+    assert axis_long_name(labelled) == "respondents"  # the scenario's own label first
     assert Axis  # the scenario's axes have name and paths
 
 

@@ -124,14 +124,27 @@ def plot(
     row: Annotated[str | None, typer.Option(metavar="DIM", help="box/line: a row of panels per label")] = None,
     rep: Annotated[int | None, typer.Option(help="repetition shown by heatmap and bar (default 0)")] = None,
     robust: Annotated[
-        bool, typer.Option("--robust", help="heatmap: colour scale from the 2nd to 98th percentiles")
-    ] = False,
-    yscale: Annotated[str | None, typer.Option(help="box/line: linear or log")] = None,
+        bool | None,
+        typer.Option(
+            "--robust/--no-robust",
+            help="heatmap: colour scale from the 2nd to 98th percentiles (default the scenario's plot table)",
+        ),
+    ] = None,
+    xscale: Annotated[
+        str | None,
+        typer.Option(help="line: linear, log or symlog (default log when a numeric axis spans 2 decades)"),
+    ] = None,
+    yscale: Annotated[str | None, typer.Option(help="summary/box/line: linear, log or symlog")] = None,
+    style: Annotated[str, typer.Option(help="default, or paper: a two-column paper's fonts")] = "default",
+    width: Annotated[
+        str | None, typer.Option(metavar="WIDTH", help="column (3.5 in), page (7 in) or inches; with -o x.pdf: vector")
+    ] = None,
 ) -> None:
     """Plot errors (summary, box, line) or distributions (heatmap, bar) from a results file.
 
     Without --kind the figure is the one the scenario's plot table describes (the summary if it
-    has none); options given here override the table's.
+    has none); options given here override the table's. For a paper: --style paper --width column
+    -o figure.pdf.
     """
     from ..results.io import check_output, check_overwrite, open_results
     from .plot_options import parse_at
@@ -151,8 +164,11 @@ def plot(
             "col": col,
             "row": row,
             "rep": rep,
-            "robust": robust or None,  # not given: the plot table's
+            "robust": robust,  # None (not given): the plot table's
+            "xscale": xscale,
             "yscale": yscale,
+            "style": style,
+            "width": width,
         }
         save_figure(figure(ds, **plot_options(ds, given)), target)
     err.print(f"wrote {target}", markup=False, soft_wrap=True)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
 
-from .plotting import pyplot, wrap_title
+from .plot_style import pyplot, wrap_title
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -33,7 +34,43 @@ def plan_figure(ds: xr.Dataset) -> Figure:
     ax.set_yscale("log")
     ax.set_xlabel(axis)
     ax.set_ylabel(str(ds["error"].attrs.get("long_name", "error")))
-    title = f"{attrs.get('method', '')}: {attrs.get('setting_mechanism', '')}, {attrs.get('setting_estimator', '')}"
-    ax.set_title(wrap_title(title, 6.0, 12.0))  # a long setting must not run past the figure's edges
+    ax.set_title(wrap_title(plan_title(ds), 6.0, 12.0))  # a long setting must not run past the figure's edges
     ax.legend(fontsize="small")
     return fig
+
+
+def plan_title(ds: xr.Dataset) -> str:
+    """The plan's method, mechanism and estimator, then its fixed settings: eps, users, the domain.
+
+    E.g. "simulation: krr, inv-p | ε = 1, domain integers 0..99".
+    """
+    attrs = ds.attrs
+    head = f"{attrs.get('method', '')}: {attrs.get('setting_mechanism', '')}, {attrs.get('setting_estimator', '')}"
+    fixed = []
+    if "eps" in attrs:
+        fixed.append(f"ε = {float(attrs['eps']):g}")
+    if "users" in attrs:
+        fixed.append(f"n = {int(attrs['users']):,}")
+    domain = domain_text(str(attrs.get("setting_domain", "")))
+    if domain:
+        fixed.append(f"domain {domain}")
+    return " | ".join([head, ", ".join(fixed)] if fixed else [head])
+
+
+def domain_text(spec: str) -> str:
+    """A domain's spec (as the plan stores it, a dict's text) in words: "integers 0..99", "grid 16 × 24"."""
+    try:
+        domain = ast.literal_eval(spec)
+    except (ValueError, SyntaxError):
+        return spec
+    if not isinstance(domain, dict):
+        return spec
+    kind = domain.get("kind", "")
+    if kind == "integers":
+        return f"integers {domain.get('low')}..{domain.get('high')}"
+    if kind == "grid":
+        unit = f" {domain['unit']}" if domain.get("unit") else ""
+        return f"grid {domain.get('rows')} × {domain.get('cols')} of {domain.get('cell', 1)}{unit} cells"
+    if kind == "categorical":
+        return f"{len(domain.get('labels', []))} categories"
+    return str(kind)

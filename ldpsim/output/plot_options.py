@@ -24,7 +24,7 @@ def metric_scores(ds: xr.Dataset) -> dict[str, xr.DataArray]:
     :mod:`ldpsim.results.scores`). Each array's ``long_name`` and ``units`` attributes label it; the CF
     unit "1" of a dimensionless score is not printed.
     """
-    from ..results.scores import score_names
+    from ..results.scores import SCORE_ATTR, score_names
 
     scores = {}
     for metric in score_names(ds):
@@ -32,6 +32,7 @@ def metric_scores(ds: xr.Dataset) -> dict[str, xr.DataArray]:
         units = str(row.attrs.get("units", ""))
         long_name = str(row.attrs.get("long_name", metric))
         row.attrs = {"long_name": long_name, "units": units} if units and units != "1" else {"long_name": long_name}
+        row.attrs[SCORE_ATTR] = str(ds[metric].attrs.get(SCORE_ATTR, metric))  # the plugin: a rate is drawn as one
         scores[metric] = row
     return scores
 
@@ -208,13 +209,16 @@ def with_units(name: str, units: object) -> str:
 
 
 def coord_label(ds: xr.Dataset, name: str) -> str:
-    """``name (long_name) (units)`` of a coordinate, e.g. "n (users)"; the name alone when it is the long name."""
+    """A coordinate's long name and unit, e.g. "number of users" or "cell (km)": what a figure's axis says.
+
+    The scenario's ``label``/``units`` of a sweep axis, else the field's long name (:mod:`ldpsim.results.labels`);
+    never a field path (results files written before labels existed stored one: their axis's name instead).
+    """
     attrs = ds[name].attrs
     long_name = str(attrs.get("long_name") or name)
-    label = name if long_name in (name, "") else f"{name} ({long_name})"
-    if name in ("x", "y", "row", "col", "value") or "sweep_paths" not in attrs:
-        label = long_name  # the domain's coordinates: their long name ("column", "value")
-    return with_units(label, attrs.get("units"))
+    if "." in long_name and long_name in str(attrs.get("sweep_paths", "")).split(", "):
+        long_name = name  # an older file's field path
+    return with_units(long_name, attrs.get("units"))
 
 
 def score_label(scores: xr.DataArray) -> str:
@@ -225,3 +229,37 @@ def score_label(scores: xr.DataArray) -> str:
 def point_text(ds: xr.Dataset, point: Mapping[str, int]) -> str:
     """``eps=0.5, data=binomial``: the sweep labels of a point."""
     return ", ".join(f"{axis}={ds[axis].values[i]}" for axis, i in point.items())
+
+
+def fixed_settings(ds: xr.Dataset) -> str:
+    """What the run held fixed, for a title: "geometric, ε = 0.1, n = 100000, values 0..99".
+
+    Read from the results' flattened attributes, which hold the scenario's fields that no sweep sets:
+    the mechanism and eps when every report shares them, the users, and the domain.
+    """
+    attrs = ds.attrs
+    parts: list[str] = []
+    mechanisms = {str(v) for k, v in attrs.items() if k.startswith("cohorts.") and k.endswith(".mechanism")}
+    if len(mechanisms) == 1:
+        parts.append(mechanisms.pop())
+    eps = {f"{float(v):g}" for k, v in attrs.items() if k.startswith("cohorts.") and k.endswith(".eps")}
+    if len(eps) == 1:
+        parts.append(f"ε = {eps.pop()}")
+    if "users" in attrs:
+        parts.append(f"n = {int(attrs['users']):,}")
+    kind = attrs.get("domain.kind")
+    if kind == "integers":
+        parts.append(f"values {attrs.get('domain.low')}..{attrs.get('domain.high')}")
+    elif kind == "grid":
+        unit = f" {attrs['domain.unit']}" if attrs.get("domain.unit") else ""
+        parts.append(
+            f"{attrs.get('domain.rows')} × {attrs.get('domain.cols')} cells of {attrs.get('domain.cell')}{unit}"
+        )
+    elif "value" in ds.dims:
+        parts.append(f"{ds.sizes['value']} values")
+    return ", ".join(parts)
+
+
+def figure_title(ds: xr.Dataset, *parts: str) -> str:
+    """The scenario's name, its fixed settings and ``parts``, joined by " | " (:func:`wrap_title` breaks there)."""
+    return " | ".join(p for p in (str(ds.attrs.get("title", "")), fixed_settings(ds), *parts) if p)

@@ -51,16 +51,35 @@ def distance_unit(domain: Domain) -> str:
     return str(getattr(domain, "unit", "") or "")
 
 
+#: long names of the fields sweeps set most, by the last part of their path: what a figure's axis says
+FIELD_LONG_NAMES = {
+    "eps": "privacy level ε",
+    "users": "number of users",
+    "mechanism": "mechanism",
+    "dataset": "dataset",
+    "rho": "correlation ρ",
+    "rounds": "rounds",
+    "window": "window",
+    "prior": "prior",
+}
+
+
 def axis_long_name(axis: SweepAxis) -> str:
-    """What a sweep sets: the field's name ("eps" for cohorts.all.reports.0.eps, "users"), or its whole path
-    when the last part names nothing by itself (an index such as "0", a letter such as the "p" of dataset.p),
-    or the axis's name when it sets several fields."""
-    last = {path.rsplit(".", 1)[-1] for path in axis.paths}
+    """What a sweep axis shows, for a figure: the scenario's ``label``, else the long name of the field it sets
+    (:data:`FIELD_LONG_NAMES`: "privacy level ε" for cohorts.all.reports.0.eps; "mechanism" for a whole
+    report), else the axis's name. Never a field path: "cohorts.all.reports.0" says nothing on a figure."""
+    explicit = str(getattr(axis, "label", "") or "")
+    if explicit:
+        return explicit
+    parts = [path.split(".") for path in axis.paths]
+    last = {p[-1] for p in parts}
     if len(last) == 1:
         name = next(iter(last))
-        if len(name) > 1 and not name.isdigit():
-            return name
-    return axis.paths[0] if len(axis.paths) == 1 else axis.name
+        if name in FIELD_LONG_NAMES:
+            return FIELD_LONG_NAMES[name]
+        if name.isdigit() and all(len(p) > 1 and p[-2] == "reports" for p in parts):
+            return "mechanism"  # a whole report: its mechanism and parameters
+    return axis.name
 
 
 def describe(ds: xr.Dataset, axes: Iterable[SweepAxis], domain: Domain) -> xr.Dataset:
@@ -68,8 +87,11 @@ def describe(ds: xr.Dataset, axes: Iterable[SweepAxis], domain: Domain) -> xr.Da
     for axis in axes:
         long_name = axis_long_name(axis)
         attrs = {"long_name": long_name, "sweep_paths": ", ".join(axis.paths)}
-        if long_name == "cell" and distance_unit(domain):
-            attrs["units"] = distance_unit(domain)
+        units = str(getattr(axis, "units", "") or "")
+        if not units and {p.rsplit(".", 1)[-1] for p in axis.paths} == {"cell"}:
+            units = distance_unit(domain)  # a grid's cell size, in the grid's unit
+        if units:
+            attrs["units"] = units
         ds[axis.name].attrs.update(attrs)
     ds["rep"].attrs.update(long_name="repetition")
     ds["estimator"].attrs.update(long_name="estimator")

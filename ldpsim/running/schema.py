@@ -22,7 +22,7 @@ FIELDS = {
     "cohorts": "[cohorts.<name>] tables with share and reports",
     "estimators": "estimator names, or [estimators.<label>] tables",
     "metrics": "metric names, or [metrics.<label>] tables",
-    "sweep": "[sweep.<axis>] tables with path and values",
+    "sweep": "[sweep.<axis>] tables with path and values (and optionally labels, and label and units for figures)",
     "rounds": 'when to estimate: "last" (after all rounds, the default) or "every" (after each round, a results dimension round)',
     "observe": 'how reports are observed: "sampled" (drawn, the default) or "expected" (their exact expected counts)',
     "plot": "the default figure of `ldpsim plot`: [plot] kind = ..., and its options (hue, col, row, at, ...)",
@@ -32,7 +32,7 @@ FIELDS = {
 #: the values of the top-level ``rounds`` field
 ROUNDS = ("last", "every")
 #: what a ``[plot]`` table may set: the options of ``ldpsim plot`` (checked against the results when plotting)
-PLOT_FIELDS = ("kind", "metric", "estimator", "sweep", "at", "hue", "col", "row", "rep", "robust", "yscale")
+PLOT_FIELDS = ("kind", "metric", "estimator", "sweep", "at", "hue", "col", "row", "rep", "robust", "xscale", "yscale")
 REQUIRED = ("domain", "dataset", "cohorts", "estimators", "metrics")
 #: the largest seed: results store it as an int64
 MAX_SEED = 2**63 - 1

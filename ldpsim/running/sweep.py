@@ -21,7 +21,7 @@ from .schema import require_known
 RESERVED_AXES = {"rep", "estimator", "metric", "value", "row", "col", "round"}
 #: top-level fields fixed for a whole scenario (its identity, its randomness, the shape of its results)
 UNSWEEPABLE = {"name", "description", "seed", "repetitions", "sweep", "domain", "estimators", "metrics"}
-AXIS_KEYS = ("path", "values", "labels")
+AXIS_KEYS = ("path", "values", "labels", "label", "units")
 #: fixed tables whose plugins' parameters may still be swept ("metrics.<label>.<param>", e.g. a
 #: level that follows the mechanisms'), as long as the labels and plugin names stay the same
 TUNABLE = ("estimators", "metrics")
@@ -41,12 +41,17 @@ class Axis:
         The values it takes, in order.
     labels
         The results' coordinates along the axis, one per value.
+    label, units
+        What the axis means and its unit, for figures ("number of users", "users"); empty: the
+        field's own long name (``ldpsim.results.labels.axis_long_name``), no unit.
     """
 
     name: str
     paths: tuple[str, ...]
     values: tuple[Any, ...]
     labels: tuple[Any, ...]
+    label: str = ""
+    units: str = ""
 
 
 @dataclass(frozen=True)
@@ -108,7 +113,12 @@ def parse_axes(doc: dict) -> tuple[Axis, ...]:
             raise ScenarioError("has repeated labels", field=f"{where}.labels", hint="make each label unique")
         if any(isinstance(v, str) for v in labels):
             labels = [str(v) for v in labels]  # one coordinate type: strings if any label is one
-        axes.append(Axis(name, tuple(paths), tuple(values), tuple(labels)))
+        for key in ("label", "units"):
+            if not isinstance(spec.get(key, ""), str):
+                raise ScenarioError("must be a string", field=f"{where}.{key}", hint=f'write {key} = "..."')
+        axes.append(
+            Axis(name, tuple(paths), tuple(values), tuple(labels), spec.get("label", ""), spec.get("units", ""))
+        )
     return tuple(axes)
 
 
