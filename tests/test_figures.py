@@ -103,7 +103,8 @@ def test_the_default_figure_says_what_the_scenario_declares(path):
     if "round" in ds.dims:  # a run that estimates after every round
         declared["round"] = ds["round"].attrs["long_name"]
     kind = options["kind"]
-    domain = [name for name, _ in product_attributes(ds) or []] + ["value", "x (km)", "column"]
+    value = [with_units("value", ds["value"].attrs.get("units"))] if "value" in ds.coords else []  # "value (years)"
+    domain = [name for name, _ in product_attributes(ds) or []] + [*value, "x (km)", "column"]
     if kind in ("summary", "box", "line") and declared:
         x = options.get("sweep") or (sweep_axes(ds)[-1] if kind == "summary" else None)
         if x is not None:

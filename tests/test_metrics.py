@@ -95,3 +95,20 @@ def test_emd_is_in_the_grids_distance_unit_and_tv_is_unitless():
     km = ldpsim.Grid(rows=2, cols=3, cell=0.5, unit="km")
     assert metric_units(registry.create("metric", "emd"), km) == "km"
     assert metric_units(registry.create("metric", "tv"), km) == ""
+
+
+def test_a_value_unit_reaches_the_mean_and_emd_errors_and_squares_with_them():
+    """An integer domain's unit (adult ages: years) is the unit of the mean's error, of EMD, and, squared, of the
+    mean's squared error; a unit-less domain keeps its specification (and results files) as before."""
+    from ldpsim.results.labels import metric_units
+
+    years = ldpsim.make_domain({"kind": "integers", "low": 17, "high": 90, "unit": "years"})
+    assert years.spec()["unit"] == "years" and ldpsim.make_domain(years.spec()) == years
+    assert "unit" not in ldpsim.make_domain({"kind": "integers", "low": 0, "high": 3}).spec()
+    registry = ldpsim.get_registry()
+    units = {
+        label: metric_units(registry.create("metric", name, **params), years)
+        for label, name, params in [("mean", "mean", {}), ("mse", "mean", {"squared": True}), ("emd", "emd", {})]
+    }
+    assert units == {"mean": "years", "mse": "years²", "emd": "years"}
+    assert metric_units(registry.create("metric", "mean"), ldpsim.Integers(low=0, high=3)) == ""

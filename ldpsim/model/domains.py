@@ -109,6 +109,8 @@ class Domain(Configurable):
     def spec(self) -> dict[str, Any]:
         """A plain mapping that :func:`make_domain` turns back into this domain."""
         params = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in self.get_params().items()}
+        if params.get("unit") == "":  # keep specs (and results files) of unit-less domains as they were
+            del params["unit"]
         return {"kind": self.name, **params}
 
     def reshape(self, flat: np.ndarray) -> np.ndarray:
@@ -126,6 +128,7 @@ class Integers(Domain):
     low = Param("int", doc="smallest value")
     high = Param("int", doc="largest value")
     step = Param("int", 1, gt=0, doc="spacing between consecutive values")
+    unit = Param("str", "", doc='unit of the values and of distances between them, e.g. "years"; empty: unnamed')
 
     def _validate(self) -> None:
         if self.high <= self.low:
@@ -212,12 +215,6 @@ class Grid(Domain):
 
     def labels(self) -> list[str]:
         return [f"({r},{c})" for r in range(self.rows) for c in range(self.cols)]
-
-    def spec(self) -> dict[str, Any]:
-        spec = super().spec()
-        if not spec["unit"]:  # keep specs (and results files) of unit-less grids as they were
-            del spec["unit"]
-        return spec
 
     @cached_property
     def distances(self) -> np.ndarray:

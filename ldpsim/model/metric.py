@@ -25,7 +25,7 @@ class Metric(Configurable):
     #: domain kinds the metric works on; None means any
     domain_kinds: ClassVar[tuple[str, ...] | None] = None
     #: unit of the metric's values, shown on plot axes; "distance" means the domain's distance
-    #: unit (a grid's ``unit``, e.g. km), "" means unitless
+    #: unit (a grid's or integers' ``unit``, e.g. km, years), "" means unitless (see :meth:`value_units`)
     units: ClassVar[str] = ""
     #: extra result variables this metric gives per estimate (``source="metric"``, dims starting
     #: with ``"estimator"``), computed by :meth:`_outputs`; its main value is the results' ``error``
@@ -40,6 +40,12 @@ class Metric(Configurable):
     #: ``"vector-mean"``); None: any, as a metric that ignores the estimate. A scenario pairing a metric with an
     #: estimator whose estimate it cannot score is refused: TV of numeric-mean's two-point stand-in says nothing
     scores: ClassVar[tuple[str, ...] | None] = ("distribution",)
+
+    def value_units(self) -> str:
+        """The unit of this metric's values as configured: the class's :attr:`units` (``"distance"`` standing
+        for the domain's unit). Override it where a parameter changes the unit, as squaring an error does
+        (``"distance²"``)."""
+        return type(self).units
 
     @classmethod
     def can_score(cls, gives: str) -> bool:

@@ -246,7 +246,7 @@ def assemble(
 def _score_attrs(var: Variable, metric: Metric, domain: Domain) -> dict[str, str]:
     """CF attributes of one metric's score: its long name, its units ("1": dimensionless), its plugin."""
     attrs = {k: v for k, v in var.attrs().items() if k not in ("long_name", "units")}
-    units = metric_units(metric, domain) or ("1" if not type(metric).units else "")
+    units = metric_units(metric, domain) or ("1" if not metric.value_units() else "")
     return {
         "long_name": metric_long_name(metric),
         **({"units": units} if units else {}),

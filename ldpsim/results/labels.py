@@ -4,7 +4,7 @@ Plots take their axis labels from these, and so does ``DataArray.plot()`` for an
 
 A metric's long name is its class attribute ``long_name`` if it has one, else the first clause of its
 docstring without paper references; its unit is its class attribute ``units``, where ``"distance"`` means
-the domain's unit of distance (a grid's ``unit``; integers carry none).
+the domain's unit of distance (a grid's or integers' ``unit``, empty unless the scenario names one).
 """
 
 from __future__ import annotations
@@ -43,8 +43,12 @@ def metric_long_name(metric: Metric) -> str:
 
 
 def metric_units(metric: Metric, domain: Domain) -> str:
-    units = type(metric).units
-    return distance_unit(domain) if units == "distance" else units
+    """The metric's unit on ``domain``: "distance" read as the domain's unit ("" where it has none)."""
+    units = metric.value_units()
+    if "distance" not in units:
+        return units
+    unit = distance_unit(domain)
+    return units.replace("distance", unit) if unit else ""
 
 
 def distance_unit(domain: Domain) -> str:
@@ -113,5 +117,5 @@ def describe(ds: xr.Dataset, axes: Iterable[SweepAxis], domain: Domain) -> xr.Da
             if name in ds.coords:
                 ds[name].attrs.update(long_name=name, description="cell centre", **({"units": unit} if unit else {}))
     elif "value" in ds.coords:
-        ds["value"].attrs.update(long_name="value")
+        ds["value"].attrs.update(long_name="value", **({"units": unit} if unit else {}))
     return ds

@@ -31,6 +31,10 @@ class Mean(_Aggregate):
     name = "mean"
     domain_kinds = ("integers",)
     scores = ("distribution", "mean")  # a mean's estimate too (numeric-mean): the error reads only the mean
+    units = "distance"  # the values' unit (the domain's ``unit``, e.g. years)
+
+    def value_units(self) -> str:
+        return "distance²" if self.squared else "distance"
 
     def _weights(self, domain: Domain) -> np.ndarray:
         return np.asarray(domain.coords()["value"], dtype=float)
