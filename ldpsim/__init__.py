@@ -60,6 +60,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
         piecewise_bands,
         runs_mask,
     )
+    from .model.open_domain import OpenDomain, hash_string
     from .model.params import Configurable, Param
     from .model.privacy import Privacy, geo_level, ldp_level, lip_level
     from .model.tuples import ProductChannel, Term, TupleMechanism
@@ -136,6 +137,8 @@ _LAZY: dict[str, str] = {
     "OnDomain": "model.domains",
     "make_domain": "model.domains",
     "parse_domain": "model.domains",
+    "OpenDomain": "model.open_domain",
+    "hash_string": "model.open_domain",
     "Capabilities": "model.capabilities",
     "Mechanism": "model.mechanism",
     "ROW_SUM_TOL": "model.mechanism",
@@ -232,6 +235,8 @@ __all__ = [
     "STRUCTURED_MIN_SIZE",
     "Capabilities",
     "Categorical",
+    "OpenDomain",
+    "hash_string",
     "Configurable",
     "ConvolutionOperator",
     "DataError",
