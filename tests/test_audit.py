@@ -68,6 +68,8 @@ BUILT_IN = [
     ("loloha", FOUR, {"eps_inf": 2.0, "eps_1": 1.0, "rounds": 2}),
     ("rappor-deployed", FOUR, {"bits": 8, "hashes": 2, "cohorts": 2, "f": 0.5, "p": 0.25, "q": 0.75, "rounds": 2}),
     ("dbitflip", FOUR, {"eps": 1.0, "d": 2, "rounds": 2}),
+    ("hh", FOUR, {"eps": 1.0, "branching": 2}),
+    ("haar-hrr", FOUR, {"eps": 1.0}),
 ]
 
 

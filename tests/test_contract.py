@@ -91,6 +91,9 @@ EXAMPLES = {
     "duchi-md": (NUMERIC_TUPLES, {"eps": 1.0}),
     "pm-sampling": (NUMERIC_TUPLES, {"eps": 1.0}),
     "hm-sampling": (NUMERIC_TUPLES, {"eps": 1.0}),
+    # range protocols over b^h ordered values: level-sampled trees, the level oracle's reports per level
+    "hh": (LINE, {"eps": 1.0, "branching": 2}),
+    "haar-hrr": (LINE, {"eps": 1.0}),
 }
 
 
@@ -169,6 +172,9 @@ CAPABILITIES = {
     "square_wave": {"structured_likelihood", "likely_subset", "output_count"},
     # tuple protocols: the structured likelihood is the product channel; marginal estimates are their own hooks
     "spl": {"structured_likelihood"},
+    # range protocols: the level likelihood (tree sums, each level oracle's operator; Haar by Walsh-Hadamard)
+    "hh": {"structured_likelihood"},
+    "haar-hrr": {"structured_likelihood"},
     "smp": {"structured_likelihood"},
     "rsfd": {"structured_likelihood"},
     "rsrfd": {"structured_likelihood"},
@@ -179,6 +185,8 @@ CAPABILITIES = {
 }
 #: mechanisms whose structured likelihood is used on every domain (bit vectors, hashed reports)
 ALWAYS_STRUCTURED = {
+    "hh",
+    "haar-hrr",
     "spl",
     "pm-sampling",
     "hm-sampling",
@@ -279,8 +287,12 @@ def _domain_of_size(name, size):
 MEMOIZED = {"memoized", "l-grr", "l-sue", "l-oue", "l-osue", "l-soue", "loloha", "rappor-deployed", "dbitflip"}
 # on product domains: tested in test_tuples.py (PM/HM-sampling: test_vector_mean.py)
 TUPLE_PROTOCOLS = {"spl", "smp", "rsfd", "rsrfd", "pm-sampling", "hm-sampling"}
+# on b^h ordered values, always structured: tested in test_ranges.py (their operators against the dense likelihood)
+RANGE_PROTOCOLS = {"hh", "haar-hrr"}
 STRUCTURED = sorted(
-    n for n, caps in CAPABILITIES.items() if "structured_likelihood" in caps and n not in MEMOIZED | TUPLE_PROTOCOLS
+    n
+    for n, caps in CAPABILITIES.items()
+    if "structured_likelihood" in caps and n not in MEMOIZED | TUPLE_PROTOCOLS | RANGE_PROTOCOLS
 )
 
 
