@@ -28,6 +28,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from ..base.arguments import require_generator
 from ..base.errors import ContractError, ParameterError
 from ..base.memory import MemoryLimitError
 from .domains import OnDomain
@@ -135,8 +136,7 @@ class Attack(OnDomain):
         why = self.applies_to(mechanism)
         if why is not None:
             raise ParameterError(f"attack '{self.name}' does not apply to {mechanism.name}: {why}", field="attack")
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError("rng must be a numpy.random.Generator, e.g. numpy.random.default_rng(seed)")
+        require_generator(rng)
         if m == 0:
             return np.zeros((0, mechanism.report_width), dtype=np.int64), np.zeros(0, dtype=np.int64)
         reports, counts = self._sample(mechanism, int(m), rng)

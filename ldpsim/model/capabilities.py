@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..base.arguments import require_generator, value_counts
 from ..base.errors import ContractError, EstimationError, LdpsimError
 from ..base.hooks import overrides
 from .domains import OnDomain
@@ -362,14 +363,10 @@ class OptionalHooks(OnDomain):
             ``(output_count(),)`` int64 counts summing to ``counts.sum()``; None if the mechanism
             does not draw its counts itself.
         """
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError("rng must be a numpy.random.Generator, e.g. numpy.random.default_rng(seed)")
+        require_generator(rng)
         if not self.capabilities.sample_counts:
             return None
-        counts = np.asarray(counts)
-        if counts.shape != (self.domain.size,) or (counts.size and (counts.dtype.kind not in "iu" or counts.min() < 0)):
-            raise ValueError(f"counts must be {self.domain.size} non-negative integers, one per value")
-        counts = counts.astype(np.int64, copy=False)
+        counts = value_counts(counts, self.domain.size)
         out = self._call("_sample_counts", counts, rng)
         if out is None:
             return None
@@ -434,14 +431,11 @@ class OptionalHooks(OnDomain):
         numpy.ndarray or None
             int64 counts, as :meth:`bit_counts` gives them; None if the mechanism does not draw them.
         """
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError("rng must be a numpy.random.Generator, e.g. numpy.random.default_rng(seed)")
+        require_generator(rng)
         if not self.capabilities.sample_bit_counts:
             return None
-        counts = np.asarray(counts)
-        if counts.shape != (self.domain.size,) or (counts.size and (counts.dtype.kind not in "iu" or counts.min() < 0)):
-            raise ValueError(f"counts must be {self.domain.size} non-negative integers, one per value")
-        out = self._call("_sample_bit_counts", counts.astype(np.int64, copy=False), rng)
+        counts = value_counts(counts, self.domain.size)
+        out = self._call("_sample_bit_counts", counts, rng)
         if out is None:
             return None
         out = np.asarray(out)

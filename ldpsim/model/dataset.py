@@ -6,6 +6,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from ..base.arguments import require_generator
 from ..base.hooks import overrides
 from ..base.memory import require_memory
 from .domains import OnDomain
@@ -60,8 +61,7 @@ class Dataset(OnDomain):
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """True values of ``n`` users, as domain indices."""
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError("rng must be a numpy.random.Generator, e.g. numpy.random.default_rng(seed)")
+        require_generator(rng)
         if int(n) != n or n < 1:
             raise ValueError("n must be a positive integer")
         values = np.asarray(self._sample(int(n), rng))
@@ -121,8 +121,7 @@ class Dataset(OnDomain):
 
         Same law as ``bincount(sample(n, rng))``, without a value per user.
         """
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError("rng must be a numpy.random.Generator, e.g. numpy.random.default_rng(seed)")
+        require_generator(rng)
         if int(n) != n or n < 1:
             raise ValueError("n must be a positive integer")
         counts = np.asarray(self._sample_counts(int(n), rng))

@@ -105,6 +105,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..base.arguments import require_generator
 from ..base.errors import ContractError
 from ..base.memory import require_memory
 from .capabilities import OptionalHooks
@@ -292,8 +293,7 @@ class Mechanism(OptionalHooks):
 
     def sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Reports, shape (len(values), report_width), for true values given as domain indices."""
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError("rng must be a numpy.random.Generator, e.g. numpy.random.default_rng(seed)")
+        require_generator(rng)
         values = np.asarray(values)
         if values.ndim != 1 or (values.size and values.dtype.kind not in "iu"):
             raise ValueError("values must be a 1-D array of domain indices")
