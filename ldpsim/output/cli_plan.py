@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -100,10 +100,23 @@ def plan_cmd(
     from .plan_figure import plan_figure
     from .plotting import save_figure
 
+    with user_errors(), plan_flags():
+        common: dict[
+            str, Any
+        ] = {  # what the planner is asked beyond the mechanism, its domain and its eps/users/target
+            "params": dict(parse_override(p, "--param", "truncate=false") for p in param),
+            "error": error,
+            "estimator": estimator,
+            "dataset": dataset,
+            "dataset_params": dict(parse_override(p, "--dataset-param", "p=0.3") for p in dataset_param),
+            "estimator_params": dict(parse_override(p, "--estimator-param", "max_iter=500") for p in estimator_param),
+            "level": level,
+            "method": method,
+            "repetitions": repetitions,
+            "seed": seed,
+        }
     if central_eps is not None or shuffle is not None:
-        _plan_shuffled_cmd(mechanism, domain, central_eps, shuffle, delta, bound, eps, users, target, error,
-                           estimator, param, dataset, dataset_param, estimator_param, level, method, repetitions,
-                           seed)  # fmt: skip
+        _plan_shuffled_cmd(mechanism, domain, central_eps, shuffle, delta, bound, eps, users, target, common)
         return
     with user_errors(), plan_flags():
         for path, flag in ((output, "--output"), (figure, "--figure")):
@@ -112,23 +125,7 @@ def plan_cmd(
                     check_output(path)
                 except LdpsimError as exc:
                     raise LdpsimError(exc.problem, field=flag, hint=exc.hint) from None
-        answer = make_plan(
-            mechanism,
-            domain,
-            eps=eps,
-            users=users,
-            target=target,
-            error=error,
-            estimator=estimator,
-            params=dict(parse_override(p, "--param", "truncate=false") for p in param),
-            dataset=dataset,
-            dataset_params=dict(parse_override(p, "--dataset-param", "p=0.3") for p in dataset_param),
-            estimator_params=dict(parse_override(p, "--estimator-param", "max_iter=500") for p in estimator_param),
-            level=level,
-            method=method,
-            repetitions=repetitions,
-            seed=seed,
-        )
+        answer = make_plan(mechanism, domain, eps=eps, users=users, target=target, **common)
         ds = answer.to_dataset()
         if output is not None:
             save_results(ds, output)
@@ -150,19 +147,9 @@ def _plan_shuffled_cmd(
     eps: float | None,
     users: int | None,
     target: float | None,
-    error: str,
-    estimator: str,
-    param: list[str],
-    dataset: str,
-    dataset_param: list[str],
-    estimator_param: list[str],
-    level: float,
-    method: str,
-    repetitions: int,
-    seed: int,
+    common: dict[str, Any],
 ) -> None:
     """``plan --central-eps E --shuffle N``: the largest eps0 for E at N shuffled users, and its error."""
-    from ..running.paths import parse_override
     from ..running.plan_shuffle import plan_shuffled
 
     with user_errors(), plan_flags():
@@ -183,15 +170,6 @@ def _plan_shuffled_cmd(
             users=shuffle,
             delta=delta,
             bound=bound,
-            params=dict(parse_override(p, "--param", "truncate=false") for p in param),
-            error=error,
-            estimator=estimator,
-            dataset=dataset,
-            dataset_params=dict(parse_override(p, "--dataset-param", "p=0.3") for p in dataset_param),
-            estimator_params=dict(parse_override(p, "--estimator-param", "max_iter=500") for p in estimator_param),
-            level=level,
-            method=method,
-            repetitions=repetitions,
-            seed=seed,
+            **common,
         )
     out.print(answer.line(), markup=False, soft_wrap=True)
