@@ -43,6 +43,8 @@ REST = "rest"
 SHARE_TOL = 1e-9
 #: the most users a point may have: their counts are 64-bit integers
 MAX_USERS = 2**63 - 1
+#: the most shards a run is split into (each shard is a task: a million would be all dispatch)
+MAX_SHARDS = 65_536
 
 
 @dataclass
@@ -76,6 +78,9 @@ class Setup:
     #: travels to worker processes; each resolves them once
     backend: str = "numpy"
     precision: str = "float64"
+    #: how many shards each run's users are simulated in (:mod:`.shards`): an integer, ``"auto"``, or None
+    #: (unsharded, as before)
+    shards: int | str | None = None
     #: what the tasks of this point derive from it once and share (:mod:`.tasks`: the result variables,
     #: the cohorts' privacy levels); a sweep runs hundreds of tasks on each point's one setup
     derived: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -233,7 +238,9 @@ class Builder:
         _check_scores(estimators, metrics, self.registry)
         backend, precision = str(doc.get("backend", "numpy")), str(doc.get("precision", "float64"))
         resolve_backend(backend, precision)  # a GPU asked for where none is usable fails here, before the run
-        return Setup(domain, dataset, users, cohorts, estimators, metrics, backend, precision)
+        setup = Setup(domain, dataset, users, cohorts, estimators, metrics, backend, precision)
+        setup.shards = _shards(doc.get("shards"))
+        return setup
 
     def _cohorts(self, spec: Any, domain: Domain, users: int, dataset: Dataset, observe: str) -> list[Cohort]:
         rest: str | None = None  # the cohort whose share is what the others leave
@@ -486,6 +493,19 @@ def _report_at_fault(setup: Setup, exc: LdpsimError) -> tuple[str, Mechanism] | 
             if exc.problem.startswith(f"{mech!r}: "):
                 return f"cohorts.{cohort.name}.reports[{index}]", mech
     return None
+
+
+def _shards(value: Any) -> int | str | None:
+    """The scenario's ``shards``: None (unsharded), an integer >= 1, or ``"auto"``."""
+    if value is None or value == "auto":
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SHARDS:
+        raise ScenarioError(
+            f'must be an integer from 1 to {MAX_SHARDS} or "auto", got {value!r}',
+            field="shards",
+            hint='e.g. shards = 8, or shards = "auto" (from the per-user memory)',
+        )
+    return value
 
 
 def _observe(table: dict, where: str, default: str) -> str:

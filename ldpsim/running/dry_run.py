@@ -44,6 +44,7 @@ from ..theory.sampling import count_matrix, counted
 from .build import Builder, Setup
 from .runner import preflight
 from .scenario import Scenario
+from .shards import shard_count
 from .simulation import simulation_bytes
 from .sweep import Point
 from .tasks import Task, task_row
@@ -205,6 +206,8 @@ class DryRun:
     cpus, load
         The CPUs this process may use, and the other processes running beside the timed runs (on average
         over them): a run's workers share the CPUs with that load (0 CPUs: not known, not shared).
+    shards
+        The most shards a run's users are split into (``shards``; 1: unsharded).
     """
 
     points: int
@@ -220,6 +223,7 @@ class DryRun:
     spent_seconds: float = 0.0
     cpus: int = 0
     load: float = 0.0
+    shards: int = 1
 
     def work(self) -> Range | None:
         """Seconds of all the runs one after the other (None if not timed)."""
@@ -453,8 +457,10 @@ def dry_run(scenario: Scenario, *, calibrate: bool = True, workers: int = 1, tim
     size = 0
     estimators = 0
     grouped: dict[tuple, _Group] = {}
+    shards = 1
     for point in points:
         setup = builder.setup(point)
+        shards = max(shards, shard_count(setup))
         nbytes = float(simulation_bytes(setup))
         inverting = {est.rounds for est in setup.estimators.values() if est.inverts_matrices}
         plans = [c.plan for c in setup.cohorts] if "all" in inverting else []
@@ -497,6 +503,7 @@ def dry_run(scenario: Scenario, *, calibrate: bool = True, workers: int = 1, tim
         spent_seconds=spent,
         cpus=Executor.cpus() if loads else 0,
         load=sum(loads) / len(loads) if loads else 0.0,
+        shards=shards,
     )
 
 

@@ -32,6 +32,7 @@ from .checkpoint import Checkpoint, finished_tasks
 from .paths import parse_override
 from .provenance import provenance
 from .scenario import Scenario, load_scenario
+from .shard_runs import sharded_rows
 from .simulation import check_simulation_memory
 from .tasks import Task, TaskResult, TaskRow, run_task, shared_builder, simulate, task_row, tasks
 
@@ -298,6 +299,12 @@ def execute(
     try:
         # workers forked meanwhile start with the plugins already built here
         with shared_builder(todo[0].run if todo else "", scenario.builder):
+            sharded = {t.key for t in rest if t.point.document.get("shards") is not None}  # (setups are checked)
+            if sharded:  # each run's shards are the executor's tasks, the runs merged and estimated here
+                builder = scenario.builder or Builder(scenario.base_dir)
+                for row in sharded_rows(runner, [t for t in rest if t.key in sharded], builder):
+                    finished(_Stacked.of([row]))
+                rest = [t for t in rest if t.key not in sharded]
             size = MAX_BATCH
             if parallel > 1 and len(rest) >= PROBE_TASKS:  # a few tasks timed here size the batches
                 here, fastest = _BatchRunner(scenario.builder), math.inf

@@ -28,6 +28,7 @@ FIELDS = {
     "plot": "the default figure of `ldpsim plot`: [plot] kind = ..., and its options (hue, col, row, at, ...)",
     "backend": 'where the estimators\' passes run: "numpy" (the default), "cupy" or "torch" (a GPU), or "auto"',
     "precision": 'of the passes on a backend: "float64" (the default) or "float32" (two-valued likelihoods)',
+    "shards": 'split each run\'s users into this many shards, simulated apart and merged (an integer >= 1, or "auto")',
 }
 #: the values of the top-level ``rounds`` field
 ROUNDS = ("last", "every")

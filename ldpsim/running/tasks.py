@@ -13,7 +13,8 @@ draws, in cohort order), ``(2, cohort, report)`` for each report of each
 cohort (one multinomial per value for a single report through a finite
 matrix, else the mechanism's sampler on users grouped by value, in chunks;
 see :mod:`ldpsim.simulation`) and ``(3, cohort)`` for the value counts of a
-cohort with its own dataset. An attacker cohort holds no value and draws its fake reports from
+cohort with its own dataset; a sharded run (``shards``) draws from ``(4, cohort)`` and ``(5, cohort, shard,
+report)`` instead of ``(2, cohort, report)`` (:mod:`.shards`). An attacker cohort holds no value and draws its fake reports from
 ``(2, cohort, 0)`` (:class:`ldpsim.Attack`); the truth is then the honest users' distribution. A cohort with ``observe = "expected"`` draws no
 reports (its expected report counts, :mod:`.expected`); its stream is unused. A task's result
 therefore depends only on the scenario and its own position in the grid, not
@@ -49,6 +50,7 @@ from ..theory.sampling import cohort_group, split_counts
 from .build import Builder, Cohort, Setup
 from .expected import expected_group
 from .scenario import Scenario
+from .shards import simulate_sharded
 from .shuffled import cohort_central
 from .simulation import stream, takes_bit_counts
 from .sweep import Point
@@ -148,6 +150,8 @@ def simulate(task: Task, builder: Builder | None = None) -> tuple[Setup, np.ndar
     """A task's population: its setup, the distribution of true values, the aggregated reports."""
     setup = (builder or _builder_for(task)).setup(task.point)
     key = task.key
+    if setup.shards is not None:  # split into shards, drawn here one after the other (see .shards)
+        return (setup, *simulate_sharded(setup, task.seed, key))
     fake = sum(cohort.users for cohort in setup.cohorts if cohort.attack is not None)  # they hold no value
     counts = setup.dataset.sample_counts(setup.users - fake, stream(task.seed, *key, 0))
     sizes = [0 if cohort.attack is not None else cohort.users for cohort in setup.cohorts]
@@ -281,7 +285,16 @@ def _recipe(setup: Setup) -> _Recipe:
 def _run_task(task: Task, builder: Builder | None) -> TaskRow:
     started = time.perf_counter()
     setup, truth, observations = simulate(task, builder)
-    simulated = time.perf_counter() - started
+    return finish_row(task, setup, truth, observations, time.perf_counter() - started)
+
+
+def task_builder(task: Task) -> Builder:
+    """This process's builder for the task's run (a worker's, built once per run; see :func:`shared_builder`)."""
+    return _builder_for(task)
+
+
+def finish_row(task: Task, setup: Setup, truth: np.ndarray, observations: Observations, simulated: float) -> TaskRow:
+    """A simulated task estimated and scored (what :func:`task_row` does after :func:`simulate`, in ``simulated`` s)."""
     recipe = _recipe(setup)
     values: dict[str, Any]
     if task.rounds:  # after every round, from the same users: the prefixes of their report sequences
