@@ -87,7 +87,11 @@ class Uncertainty:
         if w.shape != self.estimate.shape or not np.all(np.isfinite(w)):
             raise ValueError(f"weights must be {self.estimate.size} finite numbers, one per value")
         if self.covariance is None:
-            raise ValueError(f"the {self.method} uncertainty has no covariance")
+            raise ValueError(
+                f"the {self.method} uncertainty has no covariance (per-value variances only, as a mechanism's declared"
+                " estimate_variance gives them, or values the data cannot tell apart): a linear statistic needs one;"
+                " estimate with mle and intervals = true, or use bootstrap_uncertainty"
+            )
         value = float(w @ self.estimate)
         spread = float(np.sqrt(max(w @ self.covariance @ w, 0.0)))
         z = normal_quantile(level)
