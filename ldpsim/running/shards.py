@@ -29,7 +29,7 @@ from ..estimation.observations import BitTally, Observations, ReportGroup
 from ..theory.sampling import cohort_group, counted, per_user_bytes, split_counts, tallied
 from .build import Setup
 from .expected import expected_group
-from .simulation import stream, takes_bit_counts
+from .simulation import cohort_values, stream, takes_bit_counts
 
 #: ``shards = "auto"``: as many shards as put each one's per-user grouping under this many bytes. A
 #: constant, not the machine's free memory, so that the shard count (and so the numbers) depend on the
@@ -87,25 +87,17 @@ def split_run(setup: Setup, seed: int, key: Sequence[int]) -> tuple[np.ndarray, 
         :data:`Shares`; shard 0 also carries the attacker and expected cohorts (their whole share).
     """
     shards = shard_count(setup)
-    fake = sum(cohort.users for cohort in setup.cohorts if cohort.attack is not None)
-    counts = setup.dataset.sample_counts(setup.users - fake, stream(seed, *key, 0))
-    sizes = [0 if cohort.attack is not None else cohort.users for cohort in setup.cohorts]
-    shares = split_counts(counts, sizes, stream(seed, *key, 1))
-    held = np.zeros(setup.domain.size, dtype=np.int64)
+    shares, held, honest = cohort_values(setup, seed, tuple(key))
     parts: list[list[np.ndarray | None]] = [[None] * len(setup.cohorts) for _ in range(shards)]
     for c, (cohort, share) in enumerate(zip(setup.cohorts, shares)):
         if not cohort.users:
             continue
-        if cohort.attack is None and cohort.dataset is not None:  # heterogeneous users: their own values
-            share = cohort.dataset.sample_counts(cohort.users, stream(seed, *key, 3, c))
-        if cohort.attack is None:
-            held += share
         if cohort.attack is not None or cohort.observe == "expected":  # drawn whole, by shard 0
             parts[0][c] = share
             continue
         for s, part in enumerate(split_counts(share, shard_sizes(cohort.users, shards), stream(seed, *key, SPLIT, c))):
             parts[s][c] = part if part.any() else None
-    return held / (setup.users - fake), [tuple(p) for p in parts]
+    return held / honest, [tuple(p) for p in parts]
 
 
 def draw_shard(setup: Setup, seed: int, key: Sequence[int], index: int, shares: Shares) -> list[ReportGroup | BitTally]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..base.memory import require_memory
-from ..theory.sampling import counted, per_user_bytes, require_per_user, tallied
+from ..theory.sampling import counted, per_user_bytes, require_per_user, split_counts, tallied
 from .build import Setup
 from .expected import expected_bytes
 
@@ -22,6 +22,27 @@ def stream(seed: int, *key: int) -> np.random.Generator:
     position, never from a shared generator, so a result depends only on the seed and that position.
     """
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
+
+
+def cohort_values(setup: Setup, seed: int, key: tuple[int, ...]) -> tuple[list[np.ndarray], np.ndarray, int]:
+    """The run-level draws every run shares, sharded or not: each cohort's value counts, their sum, the honest users.
+
+    The scenario's dataset gives the honest users' values (stream 0), split among the cohorts without
+    replacement (stream 1); a cohort with its own dataset draws its own (stream (3, c)); an attacker cohort
+    holds none (zeros). Returns the per-cohort counts, the honest users' counts summed, and their number.
+    """
+    fake = sum(cohort.users for cohort in setup.cohorts if cohort.attack is not None)  # they hold no value
+    counts = setup.dataset.sample_counts(setup.users - fake, stream(seed, *key, 0))
+    sizes = [0 if cohort.attack is not None else cohort.users for cohort in setup.cohorts]
+    shares = split_counts(counts, sizes, stream(seed, *key, 1))
+    held = np.zeros(setup.domain.size, dtype=np.int64)
+    for c, cohort in enumerate(setup.cohorts):
+        if not cohort.users or cohort.attack is not None:
+            continue
+        if cohort.dataset is not None:  # heterogeneous users: this cohort draws its own values
+            shares[c] = cohort.dataset.sample_counts(cohort.users, stream(seed, *key, 3, c))
+        held += shares[c]
+    return shares, held, setup.users - fake
 
 
 def takes_bit_counts(setup: Setup) -> bool:

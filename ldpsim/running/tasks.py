@@ -46,13 +46,13 @@ from ..model.variables import DOMAIN, Variable
 from ..plugin.registry import get_registry
 from ..results.noisy import noisy_distribution
 from ..results.variables import CORE, PRIVACY_LEVELS, declared
-from ..theory.sampling import cohort_group, split_counts
+from ..theory.sampling import cohort_group
 from .build import Builder, Cohort, Setup
 from .expected import expected_group
 from .scenario import Scenario
 from .shards import simulate_sharded
 from .shuffled import cohort_central
-from .simulation import stream, takes_bit_counts
+from .simulation import cohort_values, stream, takes_bit_counts
 from .sweep import Point
 
 
@@ -152,11 +152,7 @@ def simulate(task: Task, builder: Builder | None = None) -> tuple[Setup, np.ndar
     key = task.key
     if setup.shards is not None:  # split into shards, drawn here one after the other (see .shards)
         return (setup, *simulate_sharded(setup, task.seed, key))
-    fake = sum(cohort.users for cohort in setup.cohorts if cohort.attack is not None)  # they hold no value
-    counts = setup.dataset.sample_counts(setup.users - fake, stream(task.seed, *key, 0))
-    sizes = [0 if cohort.attack is not None else cohort.users for cohort in setup.cohorts]
-    shares = split_counts(counts, sizes, stream(task.seed, *key, 1))
-    held = np.zeros(setup.domain.size, dtype=np.int64)
+    shares, held, honest = cohort_values(setup, task.seed, key)
     groups: list[Any] = []  # each cohort's reports (None: none drawn)
     for c, (cohort, share) in enumerate(zip(setup.cohorts, shares)):
         if not cohort.users:
@@ -166,9 +162,6 @@ def simulate(task: Task, builder: Builder | None = None) -> tuple[Setup, np.ndar
             posing = cohort.dataset.distribution() if cohort.dataset is not None else None  # the attacked's prior
             groups.append(ReportGroup(cohort.plan, *fakes, posing))
             continue
-        if cohort.dataset is not None:  # heterogeneous users: this cohort draws its own values
-            share = cohort.dataset.sample_counts(cohort.users, stream(task.seed, *key, 3, c))
-        held += share
         # users with their own dataset have a local prior the collector knows (002 Sec. V-A4)
         prior = cohort.dataset.distribution() if cohort.dataset is not None else None
         if cohort.observe == "expected":  # the infinite-data limit: no report is drawn
@@ -176,7 +169,7 @@ def simulate(task: Task, builder: Builder | None = None) -> tuple[Setup, np.ndar
             continue
         rngs = [stream(task.seed, *key, 2, c, j) for j in range(len(cohort.plan))]
         groups.append(cohort_group(cohort.plan, share, rngs, prior, bit_counts=takes_bit_counts(setup)))
-    truth = held / (setup.users - fake)  # the honest users' distribution
+    truth = held / honest  # the honest users' distribution
     return setup, truth, Observations(setup.domain, [g for g in groups if g is not None])
 
 
