@@ -144,3 +144,17 @@ def test_a_sweep_over_the_shard_count_runs_each_point_as_its_tasks_do():
         mine = run_task(task)
         np.testing.assert_array_equal(mine["estimate"], ds["estimate"].isel(s=task.point.index[0], rep=0).values)
     assert not np.array_equal(ds["estimate"].isel(s=0).values, ds["estimate"].isel(s=1).values)  # other streams
+
+
+def test_a_split_too_large_to_draw_names_the_shards_not_cohorts():
+    """numpy's hypergeometric sampler stops below 10^9 users: a shard split that large says shards."""
+    from ldpsim import ParameterError
+    from ldpsim.theory.sampling import MAX_HYPERGEOMETRIC, split_counts
+
+    counts = np.array([MAX_HYPERGEOMETRIC // 2, MAX_HYPERGEOMETRIC - MAX_HYPERGEOMETRIC // 2])
+    halves = [MAX_HYPERGEOMETRIC // 2, MAX_HYPERGEOMETRIC - MAX_HYPERGEOMETRIC // 2]
+    with pytest.raises(ParameterError, match="too many to split among shards") as refused:
+        split_counts(counts, halves, np.random.default_rng(0), "shards")
+    assert "cohort" not in str(refused.value)
+    with pytest.raises(ParameterError, match="among cohorts.*single cohort"):
+        split_counts(counts, halves, np.random.default_rng(0))

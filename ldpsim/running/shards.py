@@ -95,7 +95,9 @@ def split_run(setup: Setup, seed: int, key: Sequence[int]) -> tuple[np.ndarray, 
         if cohort.attack is not None or cohort.observe == "expected":  # drawn whole, by shard 0
             parts[0][c] = share
             continue
-        for s, part in enumerate(split_counts(share, shard_sizes(cohort.users, shards), stream(seed, *key, SPLIT, c))):
+        for s, part in enumerate(
+            split_counts(share, shard_sizes(cohort.users, shards), stream(seed, *key, SPLIT, c), "shards")
+        ):
             parts[s][c] = part if part.any() else None
     return held / honest, [tuple(p) for p in parts]
 

@@ -49,11 +49,14 @@ MAX_HYPERGEOMETRIC = 10**9
 BIT_COUNT_MIN_INTS = 1 << 28
 
 
-def split_counts(counts: np.ndarray, sizes: Sequence[int], rng: np.random.Generator) -> list[np.ndarray]:
+def split_counts(
+    counts: np.ndarray, sizes: Sequence[int], rng: np.random.Generator, among: str = "cohorts"
+) -> list[np.ndarray]:
     """Value counts of groups of the given sizes, drawn without replacement from ``counts``.
 
     Same law as cutting a uniformly random permutation of the users into
-    consecutive groups; ``sum(sizes)`` must equal ``counts.sum()``.
+    consecutive groups; ``sum(sizes)`` must equal ``counts.sum()``. ``among`` names the groups in the
+    refusal of a split too large to draw ("cohorts", "shards").
     """
     left = np.array(counts, dtype=np.int64)
     if sum(sizes) != int(left.sum()):
@@ -65,10 +68,12 @@ def split_counts(counts: np.ndarray, sizes: Sequence[int], rng: np.random.Genera
         else:
             if int(left.sum()) >= MAX_HYPERGEOMETRIC:
                 raise ParameterError(
-                    f"{int(left.sum())} users are too many to split among cohorts (numpy's hypergeometric sampler"
+                    f"{int(left.sum())} users are too many to split among {among} (numpy's hypergeometric sampler"
                     f" stops below {MAX_HYPERGEOMETRIC})",
                     field="users",
-                    hint="use fewer users or a single cohort",
+                    hint="use fewer users or a single cohort"
+                    if among == "cohorts"
+                    else f"use fewer users or no {among}",
                 )
             part = rng.multivariate_hypergeometric(left, size, method="marginals")
         left = left - part
