@@ -137,13 +137,7 @@ def draw_shard(setup: Setup, seed: int, key: Sequence[int], index: int, shares: 
             continue
         rngs = [stream(seed, *key, SHARD_REPORTS, c, index, j) for j in range(len(cohort.plan))]
         # per-bit counts or reports as the whole cohort would be drawn, not as this shard's size alone says
-        group: ReportGroup | BitTally | None = None
-        if bits and tallied(cohort.plan, cohort.users):
-            tally = cohort.plan[0].sample_bit_counts(np.asarray(share, dtype=np.int64), rngs[0])
-            if tally is not None:
-                group = BitTally(tuple(cohort.plan), tally, int(share.sum()), prior)
-        if group is None:
-            group = cohort_group(cohort.plan, share, rngs, prior)
+        group = cohort_group(cohort.plan, share, rngs, prior, bit_counts=bits and tallied(cohort.plan, cohort.users))
         if group is not None:
             groups.append(group)
     return groups

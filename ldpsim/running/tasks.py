@@ -46,7 +46,7 @@ from ..model.variables import DOMAIN, Variable
 from ..plugin.registry import get_registry
 from ..results.noisy import noisy_distribution
 from ..results.variables import CORE, PRIVACY_LEVELS, declared
-from ..theory.sampling import cohort_group
+from ..theory.sampling import cohort_group, tallied
 from .build import Builder, Cohort, Setup
 from .expected import expected_group
 from .scenario import Scenario
@@ -153,6 +153,7 @@ def simulate(task: Task, builder: Builder | None = None) -> tuple[Setup, np.ndar
     if setup.shards is not None:  # split into shards, drawn here one after the other (see .shards)
         return (setup, *simulate_sharded(setup, task.seed, key))
     shares, held, honest = cohort_values(setup, task.seed, key)
+    bits = takes_bit_counts(setup)  # per-bit counts are drawn for cohorts too large for reports (tallied)
     groups: list[Any] = []  # each cohort's reports (None: none drawn)
     for c, (cohort, share) in enumerate(zip(setup.cohorts, shares)):
         if not cohort.users:
@@ -168,7 +169,9 @@ def simulate(task: Task, builder: Builder | None = None) -> tuple[Setup, np.ndar
             groups.append(expected_group(cohort.plan, share, prior))
             continue
         rngs = [stream(task.seed, *key, 2, c, j) for j in range(len(cohort.plan))]
-        groups.append(cohort_group(cohort.plan, share, rngs, prior, bit_counts=takes_bit_counts(setup)))
+        groups.append(
+            cohort_group(cohort.plan, share, rngs, prior, bit_counts=bits and tallied(cohort.plan, cohort.users))
+        )
     truth = held / honest  # the honest users' distribution
     return setup, truth, Observations(setup.domain, [g for g in groups if g is not None])
 

@@ -231,13 +231,14 @@ def cohort_group(
 ) -> ReportGroup | BitTally | None:
     """The aggregated reports of one cohort (None if it has no users), tagged with its known ``prior``.
 
-    With ``bit_counts`` (every estimator of the run reads only per-bit counts) a cohort that
-    :func:`tallied` says so is drawn as its per-bit counts (:class:`ldpsim.BitTally`), not as reports.
+    With ``bit_counts`` (the caller's decision: every estimator of the run reads only per-bit counts and
+    :func:`tallied` says so of the whole cohort, of which ``counts`` may be a shard) the users are drawn as
+    their per-bit counts (:class:`ldpsim.BitTally`) where the mechanism draws them, not as reports.
     """
     users = int(np.sum(counts))
     if not users:
         return None
-    if bit_counts and tallied(plan, users):
+    if bit_counts:
         tally = plan[0].sample_bit_counts(np.asarray(counts, dtype=np.int64), rngs[0])
         if tally is not None:
             return BitTally(tuple(plan), tally, users, prior)
