@@ -335,3 +335,16 @@ def test_the_pair_is_not_monotone_in_beta_so_only_uniform_parameters_are_used():
     assert not vr.uniform
     used = shuffle_guarantee(geo, 10_000, 1e-6).params
     assert used is not None and used.beta == pytest.approx(math.tanh(vr.eps0 / 2))
+
+
+@pytest.mark.parametrize("eps0", [40.0, 50.0, 200.0, 700.0])
+def test_a_large_eps0_is_not_amplified_by_a_rounding_error(eps0):
+    """Among 10^6 users almost no report is a clone of another at eps0 >= 40 (n 2 / e^eps0 < 1e-11), so the
+    central eps is eps0 to within its delta. With 1 + e^eps == e^eps in doubles (eps > 36.7) the outcome
+    threshold once fell above every outcome: eps0 = 50 came out as a central eps of 37, eps0 = 700 as 9.8."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow warnings reach the user either
+        for bound in ("clones", "variation-ratio"):
+            assert shuffle_guarantee(eps0, 10**6, 1e-6, bound).eps == pytest.approx(eps0, rel=1e-3)

@@ -262,17 +262,24 @@ def _delta_at(eps: float, pair: _Pair, window: _Window) -> float:
                 gamma * (e - 1) * free * r / (alpha * neutral) if neutral > 0 else np.inf,
                 0.0,
             )
-        x = (t * (e * p - 1) + extra) / ((p - 1) * (1 + e))
-        return np.floor(np.minimum(x, 1e18)) + 1
+        # x = (t (e p - 1) + extra) / ((p - 1)(1 + e)) = t - d, and floor(t - d) = t - ceil(d) for whole t:
+        # d is formed without e p (which overflows) and without 1 + e == e (from e^36.7 on, a floor of x
+        # computed directly put every outcome above the threshold and the delta at 0)
+        with np.errstate(invalid="ignore"):
+            d = (t * ((p - e) / (p - 1)) - extra / (p - 1)) / (1 + e)
+        return np.minimum(t - np.ceil(d), 1e18) + 1
 
-    a1 = first_above(c + 1)
-    a2 = first_above(c)
-    # Pr[Bin(c, 1/2) >= k] for the three ways of reaching an outcome
-    s_minus = binom.sf(a1 - 2, c, 0.5)
-    s_one = binom.sf(a1 - 1, c, 0.5)
-    s_neutral = binom.sf(a2 - 1, c, 0.5) if gamma > 0 else np.zeros_like(c)
-    f = alpha * (p - e) * s_minus + alpha * (1 - e * p) * s_one + gamma * (1 - e) * s_neutral
-    inside = float(np.dot(window.weights, f))
+    with np.errstate(over="ignore", invalid="ignore"):  # e p beyond the double range: handled below
+        a1 = first_above(c + 1)
+        a2 = first_above(c)
+        # Pr[Bin(c, 1/2) >= k] for the three ways of reaching an outcome
+        s_minus = binom.sf(a1 - 2, c, 0.5)
+        s_one = binom.sf(a1 - 1, c, 0.5)
+        s_neutral = binom.sf(a2 - 1, c, 0.5) if gamma > 0 else np.zeros_like(c)
+        f = alpha * (p - e) * s_minus + alpha * (1 - e * p) * s_one + gamma * (1 - e) * s_neutral
+        inside = float(np.dot(window.weights, f))
+    if not math.isfinite(inside):  # e p beyond the double range: nothing is known, and 1 bounds every delta
+        return 1.0
     return max(0.0, inside) + window.outside * max(0.0, alpha * (p - e))
 
 
@@ -325,6 +332,8 @@ def _numerical(params: VariationRatio, n: int, delta: float, bound: str, start: 
     hi = math.log(params.p)
     if 0 < start < hi and excess(math.log(start)) <= 0:  # a closed form brackets the answer from above
         hi = start
+    elif excess(math.log(hi)) > 0:  # eps0 itself holds (shuffling is post-processing): nothing tighter is shown
+        return hi
     lo = hi / 2
     while excess(math.log(lo)) <= 0:
         hi, lo = lo, lo / 2
