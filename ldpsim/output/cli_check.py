@@ -100,17 +100,17 @@ def _shuffled(mech: Mechanism, n: int, delta: float) -> list[str]:
 
     try:
         check_shuffle(n, delta)
-        found = shuffle_guarantees(mech, n, delta)
+        own = variation_ratio(mech)  # once: every bound and the paper's number read it
+        found = shuffle_guarantees(own, n, delta)
     except ParameterError as exc:
         flag = {"n": "--shuffle", "delta": "--delta"}.get(exc.field or "", exc.field)
         raise ParameterError(exc.problem, field=flag, hint=exc.hint) from None
     lines = [f"shuffled among {n:,} users (central, neighbours differ in one user's value):"]
     lines += ["  " + g.line() for g in found]
-    own = variation_ratio(mech)
     if own.source == "matrix" and 0 < own.beta < math.tanh(own.eps0 / 2) * (1 - 1e-12):
         lines.append(
             f"  (Wang et al.'s formula as printed, with this mechanism's own beta = {own.beta:.4g}, q = e^"
-            f"{math.log(own.q):.4g}, gives eps = {as_printed_eps(mech, n, delta):.4g}: not a guarantee, see"
+            f"{math.log(own.q):.4g}, gives eps = {as_printed_eps(own, n, delta):.4g}: not a guarantee, see"
             " docs/theory/shuffling.md)"
         )
     return lines

@@ -377,10 +377,20 @@ def shuffle_guarantee(
     n, delta = check_shuffle(n, delta)
     if bound not in BOUNDS:
         raise ParameterError(f"unknown bound '{bound}'", field="bound", hint=f"choose one of {', '.join(BOUNDS)}")
+    return _guarantee(_parameters(mechanism_or_eps0), n, delta, bound)
+
+
+def _parameters(mechanism_or_eps0: Mechanism | VariationRatio | float) -> VariationRatio:
+    """A mechanism's ``(p, beta, q)`` from its matrix (given, if already computed), or the general ones of eps0."""
+    if isinstance(mechanism_or_eps0, VariationRatio):
+        return mechanism_or_eps0
     if isinstance(mechanism_or_eps0, Mechanism):
-        params = variation_ratio(mechanism_or_eps0)
-    else:
-        params = general_variation_ratio(check_eps0(mechanism_or_eps0))
+        return variation_ratio(mechanism_or_eps0)
+    return general_variation_ratio(check_eps0(mechanism_or_eps0))
+
+
+def _guarantee(params: VariationRatio, n: int, delta: float, bound: str) -> ShuffleGuarantee:
+    """:func:`shuffle_guarantee` from the mechanism's parameters (checked arguments)."""
     eps0 = params.eps0 if math.isfinite(params.p) else math.inf
     if bound != "variation-ratio":
         params = VariationRatio(*_general(eps0), source=params.source) if math.isfinite(eps0) else params
@@ -405,7 +415,7 @@ def shuffle_guarantee(
     return ShuffleGuarantee(eps, delta, n, bound, eps0, params if bound == "variation-ratio" else None)
 
 
-def as_printed_eps(mechanism: Mechanism, n: int, delta: float = 1e-6) -> float:
+def as_printed_eps(mechanism: Mechanism | VariationRatio, n: int, delta: float = 1e-6) -> float:
     """Wang et al.'s variation-ratio eps from the mechanism's own ``(p, beta, q)``, as the paper computes it.
 
     Not a guarantee: when ``beta < (p - 1)/(p + 1)`` the paper's pair hides the victim's neutral reports among
@@ -415,7 +425,8 @@ def as_printed_eps(mechanism: Mechanism, n: int, delta: float = 1e-6) -> float:
     Parameters
     ----------
     mechanism
-        A mechanism with a matrix (else its general parameters, where the two agree).
+        A mechanism with a matrix (else its general parameters, where the two agree), or its
+        :func:`variation_ratio` if already computed.
     n, delta
         Users and the central delta.
 
@@ -425,15 +436,20 @@ def as_printed_eps(mechanism: Mechanism, n: int, delta: float = 1e-6) -> float:
         The eps the paper's formula gives.
     """
     n, delta = check_shuffle(n, delta)
-    params = variation_ratio(mechanism)
+    params = _parameters(mechanism)
     if not math.isfinite(params.p):
         return math.inf
     return _numerical(params, n, delta, PAPER_PAIR, math.log(params.p))
 
 
-def shuffle_guarantees(mechanism_or_eps0: Mechanism | float, n: int, delta: float = 1e-6) -> list[ShuffleGuarantee]:
-    """:func:`shuffle_guarantee` by every bound, in the order of :data:`BOUNDS`."""
-    return [shuffle_guarantee(mechanism_or_eps0, n, delta, bound) for bound in BOUNDS]
+def shuffle_guarantees(
+    mechanism_or_eps0: Mechanism | VariationRatio | float, n: int, delta: float = 1e-6
+) -> list[ShuffleGuarantee]:
+    """:func:`shuffle_guarantee` by every bound, in the order of :data:`BOUNDS`, from one :func:`variation_ratio`
+    of the mechanism (its pairwise pass over the matrix: about 1 s at 512 values), or the one given."""
+    n, delta = check_shuffle(n, delta)
+    params = _parameters(mechanism_or_eps0)
+    return [_guarantee(params, n, delta, bound) for bound in BOUNDS]
 
 
 def largest_eps0(
