@@ -23,9 +23,8 @@ import numpy as np
 from ldpsim_plugins.datasets.open_domain import zipf
 from ldpsim_plugins.estimators.heavy_hitters import pem_heavy_hitters, treehist_heavy_hitters
 from ldpsim_plugins.mechanisms.heavy_hitters import PEM, TreeHist
-from ldpsim_plugins.metrics.heavy_hitters import top_k_score
 
-from ldpsim import OpenDomain
+from ldpsim import OpenDomain, top_k_score
 
 
 def run(protocol: str, data, eps: float, k: int, seed: int, *, verbose: bool = True) -> tuple[float, float, object]:

@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
     from .model.capabilities import Capabilities
     from .model.dataset import Dataset
     from .model.domains import Categorical, Domain, Grid, Integers, OnDomain, Product, make_domain, parse_domain
+    from .model.heavy_hitters import FoundItems, HeavyHitterProtocol, OpenDataset, OpenSample
     from .model.mechanism import ROW_SUM_TOL, STRUCTURED_MIN_SIZE, Mechanism
     from .model.memoized import MAX_ROUNDS, MatrixChannel, MemoizedMechanism, PrivacyOverTime, output_domain
     from .model.memoized_unary import MemoizedUnary, UnaryChannel
@@ -69,6 +70,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
     from .plugin.hookspecs import hookimpl
     from .plugin.registry import PluginWarning, Registry, get_registry, register, registered
     from .results.combine import merge_results
+    from .results.found import TopKScore, top_k_score
     from .results.io import open_results
     from .results.marginals import marginals
     from .results.scores import scores
@@ -137,6 +139,12 @@ _LAZY: dict[str, str] = {
     "OnDomain": "model.domains",
     "make_domain": "model.domains",
     "parse_domain": "model.domains",
+    "FoundItems": "model.heavy_hitters",
+    "TopKScore": "results.found",
+    "top_k_score": "results.found",
+    "HeavyHitterProtocol": "model.heavy_hitters",
+    "OpenDataset": "model.heavy_hitters",
+    "OpenSample": "model.heavy_hitters",
     "OpenDomain": "model.open_domain",
     "hash_string": "model.open_domain",
     "Capabilities": "model.capabilities",
@@ -235,6 +243,12 @@ __all__ = [
     "STRUCTURED_MIN_SIZE",
     "Capabilities",
     "Categorical",
+    "FoundItems",
+    "TopKScore",
+    "top_k_score",
+    "HeavyHitterProtocol",
+    "OpenDataset",
+    "OpenSample",
     "OpenDomain",
     "hash_string",
     "Configurable",

@@ -75,7 +75,16 @@ def test_catalogue_has_a_page_per_kind_ldpsim_lists():
         for page in (DOCS / "catalogue").glob("*.md")
         for m in re.finditer(r"^```\{ldpsim-catalogue\} (\w+)$", page.read_text(), flags=re.M)
     }
-    assert kinds == {"mechanisms", "estimators", "datasets", "metrics", "executors", "attacks"}
+    assert kinds == {
+        "mechanisms",
+        "estimators",
+        "datasets",
+        "metrics",
+        "executors",
+        "attacks",
+        "protocols",
+        "open_datasets",
+    }
     assert pages == kinds
 
 

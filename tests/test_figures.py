@@ -23,6 +23,7 @@ from ldpsim.output.plot_options import sweep_axes, with_units
 from ldpsim.output.plot_panels import product_attributes
 from ldpsim.output.plotting import figure, plot_options, pyplot
 from ldpsim.results.labels import axis_long_name
+from ldpsim.results.scores import score_names
 from ldpsim.running.sweep import parse_axes
 
 SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.toml"))
@@ -64,6 +65,8 @@ def tiny_results(path: Path) -> xr.Dataset:
             for key in ("values", "labels"):
                 if key in axis:
                     axis[key] = [axis[key][i] for i in keep]
+    if isinstance(doc["dataset"].get("path"), str):  # a mapping's paths are relative to the current folder
+        doc["dataset"]["path"] = str(path.parent / doc["dataset"]["path"])
     for key, value in CHEAP.get(path.stem, {}).items():
         doc[key] = {**doc[key], **value}
     try:
@@ -114,7 +117,8 @@ def test_the_default_figure_says_what_the_scenario_declares(path):
 
     # metric panels' y labels are the metrics' long names (and units)
     metrics = {}
-    for label in doc["metrics"] if isinstance(doc["metrics"], list) else doc["metrics"]:
+    # a heavy-hitter scenario lists no metrics: its scores are the core's (ldpsim.results.found)
+    for label in doc.get("metrics") or score_names(ds):
         attrs = ds[label].attrs
         units = attrs.get("units", "")
         metrics[label] = f"{attrs['long_name']} ({units})" if units not in ("", "1") else attrs["long_name"]
@@ -135,12 +139,13 @@ def test_the_default_figure_says_what_the_scenario_declares(path):
     assert sum(t.lower().count("coverage") for t in titles) <= 1, titles
 
     # a fixed eps is in a title
-    eps = {str(r["eps"]) for c in doc["cohorts"].values() for r in c.get("reports", []) if "eps" in r}
+    cohorts = doc.get("cohorts", {})
+    eps = {str(r["eps"]) for c in cohorts.values() for r in c.get("reports", []) if "eps" in r}
+    eps |= {str(p["eps"]) for p in doc.get("protocols", {}).values() if "eps" in p}
     fields = [
-        f"cohorts.{c}.reports.{i}.eps"
-        for c, spec in doc["cohorts"].items()
-        for i in range(len(spec.get("reports", [])))
+        f"cohorts.{c}.reports.{i}.eps" for c, spec in cohorts.items() for i in range(len(spec.get("reports", [])))
     ]
+    fields += [f"protocols.{label}.eps" for label in doc.get("protocols", {})]
     swept = any(f == p or f.startswith(p + ".") for a in parse_axes(doc) for p in a.paths for f in fields)
     if len(eps) == 1 and not swept:
         fixed = f"ε = {float(next(iter(eps))):g}"

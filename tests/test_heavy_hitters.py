@@ -18,10 +18,18 @@ from ldpsim_plugins.mechanisms.heavy_hitters import (
     olh_bucket,
     parity,
 )
-from ldpsim_plugins.metrics.heavy_hitters import top_k_score
 from scipy import stats
 
-from ldpsim import Likelihood, MemoryLimitError, Observations, OpenDomain, ParameterError, gibu, hash_string
+from ldpsim import (
+    Likelihood,
+    MemoryLimitError,
+    Observations,
+    OpenDomain,
+    ParameterError,
+    gibu,
+    hash_string,
+    top_k_score,
+)
 
 #: every seeded chi-square / binomial test below rejects at this level: a false alarm once in 10^4 runs each
 ALPHA = 1e-4

@@ -31,7 +31,7 @@ from sphinx.util.docutils import SphinxDirective
 #: ANSI escape sequences, which rich prints only when forced to (FORCE_COLOR): removed
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
-KINDS = ("mechanisms", "estimators", "datasets", "metrics", "executors", "attacks")
+KINDS = ("mechanisms", "estimators", "datasets", "metrics", "executors", "attacks", "protocols", "open_datasets")
 
 
 def _entry_point() -> Callable[[], Any]:

@@ -38,10 +38,11 @@ def metric_scores(ds: xr.Dataset) -> dict[str, xr.DataArray]:
 
 
 def sweep_axes(ds: xr.Dataset) -> list[str]:
-    """The sweep dimensions, in scenario order: those before ``rep`` in ``truth(<sweeps>, rep, <domain>)``."""
-    dims = [str(d) for d in ds["truth"].dims]
-    # a run that estimates after every round has the round as one more axis of its scores (not of the truth)
-    return dims[: dims.index("rep")] + (["round"] if "round" in ds.dims else [])
+    """The sweep dimensions, in scenario order (a score's dims besides estimator and rep), then ``round``."""
+    from ..results.scores import sweep_dims
+
+    # a run that estimates after every round has the round as one more axis of its scores
+    return sweep_dims(ds) + (["round"] if "round" in ds.dims else [])
 
 
 def domain_kind(ds: xr.Dataset) -> str:

@@ -31,7 +31,10 @@ def is_rate(scores: xr.DataArray) -> bool:
 
 
 def domain_values(ds: xr.Dataset) -> int:
-    """How many values the domain has (the trials of one repetition's coverage): the truth's dims after ``rep``."""
+    """How many values the domain has (the trials of one repetition's coverage): the truth's dims after ``rep``
+    (1 without a truth over a domain: a heavy-hitter run's scores are no rates)."""
+    if "truth" not in ds:
+        return 1
     dims = [str(d) for d in ds["truth"].dims]
     return int(np.prod([ds.sizes[d] for d in dims[dims.index("rep") + 1 :]]))
 

@@ -1,4 +1,5 @@
-"""Hook specifications: how a plugin adds mechanisms, estimators, datasets, metrics, executors and attacks.
+"""Hook specifications: how a plugin adds mechanisms, estimators, datasets, metrics, executors, attacks,
+heavy-hitter protocols and open-domain datasets.
 
 A plugin is a module listed under the ``ldpsim`` entry-point group. It
 implements any of these hooks; each receives a ``register`` callback to call
@@ -64,3 +65,13 @@ def register_executors(register: Register) -> None:
 @hookspec
 def register_attacks(register: Register) -> None:
     """Register :class:`ldpsim.Attack` subclasses (what an attacker cohort's fake users send)."""
+
+
+@hookspec
+def register_protocols(register: Register) -> None:
+    """Register :class:`ldpsim.HeavyHitterProtocol` subclasses (reports about an open domain and their search)."""
+
+
+@hookspec
+def register_open_datasets(register: Register) -> None:
+    """Register :class:`ldpsim.OpenDataset` subclasses (users' values over an open domain)."""

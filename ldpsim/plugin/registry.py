@@ -26,6 +26,7 @@ from ..base.errors import PluginError, did_you_mean
 from ..estimation.estimator import Estimator
 from ..model.attack import Attack
 from ..model.dataset import Dataset
+from ..model.heavy_hitters import HeavyHitterProtocol, OpenDataset
 from ..model.mechanism import Mechanism
 from ..model.metric import Metric
 from ..model.params import Configurable
@@ -44,6 +45,8 @@ KINDS: dict[str, tuple[type[Configurable], str]] = {
     "metric": (Metric, "register_metrics"),
     "executor": (Executor, "register_executors"),
     "attack": (Attack, "register_attacks"),
+    "protocol": (HeavyHitterProtocol, "register_protocols"),
+    "open_dataset": (OpenDataset, "register_open_datasets"),
 }
 
 
@@ -70,7 +73,7 @@ class Entry:
 
 
 class Registry:
-    """Named mechanisms, estimators, datasets, metrics, executors and attacks from plugins."""
+    """Named mechanisms, estimators, datasets, metrics, executors, attacks, protocols and open datasets from plugins."""
 
     def __init__(self) -> None:
         self._pm = pluggy.PluginManager(hookspecs.PROJECT)

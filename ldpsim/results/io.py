@@ -55,8 +55,13 @@ def is_results_file(path: str | os.PathLike) -> bool:
 
 
 def _written_by_ldpsim(ds: xr.Dataset) -> bool:
-    """ldpsim's provenance and the core variables with their dimensions: not just variables of those names."""
-    if "ldpsim_version" not in ds.attrs or "estimate" not in ds or "truth" not in ds:
+    """ldpsim's provenance and the core variables with their dimensions (a frequency run's, or a heavy-hitter
+    run's): not just variables of those names."""
+    if "ldpsim_version" not in ds.attrs:
+        return False
+    if "item" in ds and "top_item" in ds:  # a heavy-hitter run's (ldpsim.results.found)
+        return {"estimator", "rep", "rank"} <= set(ds["item"].dims) and "rep" in ds["top_item"].dims
+    if "estimate" not in ds or "truth" not in ds:
         return False
     return {"estimator", "rep"} <= set(ds["estimate"].dims) and "rep" in ds["truth"].dims
 

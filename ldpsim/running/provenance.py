@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -34,6 +34,7 @@ from ..plugin.registry import Entry, get_registry
 from .build import Builder, Setup
 from .paths import parse_path, related
 from .scenario import Scenario
+from .sweep import Axis
 
 #: libraries whose version the results record (numpy and scipy also enter checkpoint fingerprints)
 LIBRARIES = ("numpy", "scipy", "xarray")
@@ -162,15 +163,60 @@ def provenance(
         netCDF-ready attributes: strings, numbers, and JSON text for the structured ones.
     """
     setups = setups_of(scenario) if setups is None else setups
-    domain = setups[0].domain
-    used = used_plugins(setups)
-    plugins = {
-        key: {"plugin": e.plugin, "distribution": e.distribution, "version": e.version} for key, e in used.items()
-    }
     datasets: dict[str, None] = {}  # descriptions in order of first use, once each
     for setup in setups:
         for data in (setup.dataset, *(c.dataset for c in setup.cohorts if c.dataset is not None)):
-            datasets[_relative(data.description, data, scenario.base_dir)] = None
+            datasets[relative_description(data.description, data, scenario.base_dir)] = None
+    return record(
+        scenario,
+        domain=setups[0].domain.spec(),
+        used=used_plugins(setups),
+        datasets=list(datasets),
+        wall_seconds=wall_seconds,
+        code=code,
+    )
+
+
+class Recorded(Protocol):
+    """What a results file records of the scenario that made it (:class:`~ldpsim.running.scenario.Scenario`,
+    or an open-domain scenario)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def repetitions(self) -> int: ...
+    @property
+    def axes(self) -> tuple[Axis, ...]: ...
+    @property
+    def document(self) -> dict: ...
+    @property
+    def text(self) -> str | None: ...
+    @property
+    def source(self) -> Path | None: ...
+    @property
+    def overrides(self) -> tuple[str, ...]: ...
+
+    def resolved_json(self) -> str: ...
+
+
+def record(
+    scenario: Recorded,
+    *,
+    domain: Mapping[str, Any],
+    used: Mapping[str, Entry],
+    datasets: Sequence[str],
+    wall_seconds: float = float("nan"),
+    code: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The results' attributes of any scenario kind, given its domain's spec, the plugins it used by
+    ``kind:name`` and its datasets' descriptions (see :func:`provenance`)."""
+    plugins = {
+        key: {"plugin": e.plugin, "distribution": e.distribution, "version": e.version} for key, e in used.items()
+    }
     if code is None:
         code = code_identity(used.values())
     text = scenario.text if scenario.text is not None else json.dumps(scenario.document, default=str)
@@ -182,7 +228,7 @@ def provenance(
         "seed": np.int64(scenario.seed),
         "repetitions": np.int64(scenario.repetitions),
         "sweeps": json.dumps({a.name: list(a.paths) for a in scenario.axes}),
-        "domain": json.dumps(domain.spec()),
+        "domain": json.dumps(dict(domain)),
         "plugins": json.dumps(plugins, sort_keys=True),
         "distributions": json.dumps(code["distributions"]),
         "datasets": json.dumps(list(datasets)),
@@ -203,7 +249,7 @@ def provenance(
 _RECORDED = ("name", "description", "seed", "repetitions", "sweep")
 
 
-def settings(scenario: Scenario) -> dict[str, Any]:
+def settings(scenario: Recorded) -> dict[str, Any]:
     """Every setting of the resolved scenario that no sweep axis sets, as a plain attribute.
 
     The attribute is named by the field's path, as ``--set`` names it
@@ -247,7 +293,7 @@ def _attr_value(value: Any) -> Any:
     return str(value)
 
 
-def _relative(text: str, plugin: Configurable, base_dir: Path) -> str:
+def relative_description(text: str, plugin: Configurable, base_dir: Path) -> str:
     """``text`` with the plugin's data files named relative to the scenario's folder, as the scenario names them.
 
     Both the full path and the shortened form a plugin's ``repr`` shows (the default description)

@@ -29,9 +29,10 @@ from ..results.io import check_output, check_overwrite, save_results
 from ..results.variables import declared
 from .build import Builder
 from .checkpoint import Checkpoint, finished_tasks
+from .open_runs import is_open_scenario, run_open_scenario
 from .paths import parse_override
 from .provenance import provenance
-from .scenario import Scenario, load_scenario
+from .scenario import Scenario, load_scenario, read_document
 from .shard_runs import sharded_rows
 from .simulation import check_simulation_memory
 from .tasks import Task, TaskResult, TaskRow, run_task, shared_builder, simulate, task_row, tasks
@@ -420,6 +421,10 @@ def run_scenario(
         raise LdpsimError("needs an output to resume", field="resume", hint="give the output of the interrupted run")
     merged: dict[str, Any] = dict(parse_override(text) for text in set)
     merged.update({k.replace("__", "."): v for k, v in overrides.items()})
+    if is_open_scenario(read_document(source if isinstance(source, Mapping) else Path(source))[1]):
+        if resume:
+            raise LdpsimError("heavy-hitter runs keep no checkpoint", field="resume", hint="run without --resume")
+        return run_open_scenario(source, overrides=merged, output=output, force=force, progress=progress)
     scenario = load_scenario(source if isinstance(source, Mapping) else Path(source), merged)
     if output is None:
         return execute(scenario, executor=runner, progress=progress)

@@ -53,7 +53,18 @@ from ..plugin.registry import Registry, get_registry
 from ..results.variables import declared
 from .build import Builder, Setup, check_setups
 from .paths import parse_override, parse_path, related, set_path
-from .schema import FIELDS, MAX_DEPTH, MAX_SEED, ROUNDS, check_depth, check_fields, int_field, normalize, str_field
+from .schema import (
+    FIELDS,
+    MAX_DEPTH,
+    MAX_SEED,
+    OPEN_KIND,
+    ROUNDS,
+    check_depth,
+    check_fields,
+    int_field,
+    normalize,
+    str_field,
+)
 from .sweep import RESERVED_AXES, Axis, Point, grid_points, parse_axes
 
 
@@ -150,7 +161,13 @@ def load_scenario(
     LdpsimError
         A one-line message naming the field and the fix, on any problem.
     """
-    text, doc, path = _read(source)
+    text, doc, path = read_document(source)
+    if doc.get("kind") == OPEN_KIND:
+        raise ScenarioError(
+            f'is "{OPEN_KIND}": a heavy-hitter scenario, which `ldpsim run` and ldpsim.run_scenario run',
+            field="kind",
+            hint="check, plan and --dry-run read frequency scenarios only; run it with fewer users to try it",
+        )
     if base_dir is None:
         base_dir = path.parent if path is not None else Path.cwd()
     base_dir = Path(base_dir).resolve()
@@ -204,8 +221,14 @@ def load_scenario(
     )
 
 
-def _read(source: str | Path | Mapping[str, Any]) -> tuple[str | None, dict, Path | None]:
-    """(text, document, path) of a file, or (None, a deep copy, None) of a mapping."""
+def read_document(source: str | Path | Mapping[str, Any]) -> tuple[str | None, dict, Path | None]:
+    """(text, document, path) of a scenario file, or (None, a deep copy, None) of a mapping, unchecked.
+
+    Raises
+    ------
+    ScenarioError
+        If the file is missing, unreadable, not TOML, or nested too deep.
+    """
     if isinstance(source, Mapping):
         check_depth(dict(source))  # before copying: deepcopy recurses once per level
         return None, copy.deepcopy(dict(source)), None

@@ -30,6 +30,8 @@ FIELDS = {
     "precision": 'of the passes on a backend: "float64" (the default) or "float32" (two-valued likelihoods)',
     "shards": 'split each run\'s users into this many shards, simulated apart and merged (an integer >= 1, or "auto")',
 }
+#: the top-level ``kind`` of a heavy-hitter scenario (run by :mod:`.open_runs`; a frequency scenario has no kind)
+OPEN_KIND = "heavy-hitters"
 #: the values of the top-level ``rounds`` field
 ROUNDS = ("last", "every")
 #: what a ``[plot]`` table may set: the options of ``ldpsim plot`` (checked against the results when plotting)

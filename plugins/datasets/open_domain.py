@@ -8,14 +8,15 @@ with :meth:`ldpsim.OpenDomain.hash_strings`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ldpsim import OpenDomain, ParameterError
+from ldpsim import OpenDataset, OpenDomain, OpenSample, Param, ParameterError, hookimpl
 
-from .reading import Table
+from .reading import Table, numbers
 
 #: the fixed key that scatters Zipf ranks over the ids (part of the dataset's definition: never a seed)
 SCATTER_KEY = 0x5EED_0F_21FF
@@ -96,7 +97,7 @@ def zipf(
     return OpenData(domain, ids[np.minimum(ranks, support - 1)], ids, prob)
 
 
-def csv_strings(domain: OpenDomain, path: str | Path, column: str) -> OpenData:
+def csv_strings(domain: OpenDomain, path: str | Path, column: str, counts: str | None = None) -> OpenData:
     """Every row's string in ``column`` of a CSV file (with a header row), hashed to ids of ``domain``.
 
     Parameters
@@ -107,18 +108,75 @@ def csv_strings(domain: OpenDomain, path: str | Path, column: str) -> OpenData:
         The CSV file.
     column : str
         The column's header.
+    counts : str or None
+        A column of non-negative integer counts: each row stands for that many users (a file of
+        aggregated values); None: each row is one user.
 
     Returns
     -------
     OpenData
-        One user per row; the distinct strings by decreasing share, and the id -> string dictionary.
+        The users' ids; the distinct strings by decreasing share, and the id -> string dictionary.
     """
     table = Table(Path(path))
-    (position,) = table.positions([column], fields=["column"])
-    parts = [text.astype(str) for _, (text,) in table.chunks([position], text=True)]
-    if not parts or not sum(p.size for p in parts):
+    names = [column] if counts is None else [column, counts]
+    positions = table.positions(names, fields=["column", "counts"][: len(names)])
+    texts, weights = [], []
+    for start, parts in table.chunks(positions, text=True):
+        texts.append(parts[0].astype(str))
+        if counts is not None:
+            got = numbers(parts[1], table, start, counts, integer=True)
+            if got.size and int(got.min()) < 0:
+                raise table.error(f"has a negative count in column '{counts}'", "counts are >= 0", field="counts")
+            weights.append(got)
+    if not texts or not sum(p.size for p in texts):
         raise table.error("has no data rows", "give a CSV file with data")
-    values, names = domain.hash_strings(np.concatenate(parts))
-    items, counts = np.unique(values, return_counts=True)
-    order = np.argsort(-counts, kind="stable")
-    return OpenData(domain, values, items[order], counts[order] / values.size, names)
+    strings = np.concatenate(texts)
+    if counts is not None:
+        repeat = np.concatenate(weights)
+        if not repeat.sum():
+            raise table.error(
+                f"holds no users (every count in '{counts}' is 0)", "give positive counts", field="counts"
+            )
+        strings = np.repeat(strings, repeat)
+    values, labels = domain.hash_strings(strings)
+    items, users = np.unique(values, return_counts=True)
+    order = np.argsort(-users, kind="stable")
+    return OpenData(domain, values, items[order], users[order] / values.size, labels)
+
+
+class OpenZipf(OpenDataset):
+    """Users drawn from a Zipf law over support ranks whose ids are scattered over the domain"""
+
+    name = "open-zipf"
+    exponent = Param("float", 1.1, gt=0, doc="the Zipf exponent s: rank r has probability r^-s / H")
+    support = Param("int", 1 << 20, ge=1, le=MAX_SUPPORT, doc="ranks with positive probability")
+
+    def draw(self, domain: OpenDomain, users: int | None, rng: np.random.Generator) -> OpenSample:
+        if users is None:
+            raise ParameterError("is not given", field="users", hint="give users = N: a Zipf law has no own count")
+        return OpenSample(zipf(domain, users, rng, exponent=self.exponent, support=self.support).values)
+
+
+class OpenCSV(OpenDataset):
+    """Every row's string in a column of a CSV file, hashed to the domain's ids (one user per row)"""
+
+    name = "open-csv"
+    path = Param("path", doc="CSV file with a header row; a relative path is relative to the scenario file")
+    column = Param("str", doc="the column's header")
+    counts = Param("str", None, doc="a column of counts: each row stands for that many users (default: one per row)")
+
+    def draw(self, domain: OpenDomain, users: int | None, rng: np.random.Generator) -> OpenSample:
+        data = csv_strings(domain, self.path, self.column, self.counts)
+        if users is not None and users != data.values.size:
+            raise ParameterError(
+                f"is {users:,} but {self.path.name} has {data.values.size:,} rows",
+                field="users",
+                hint="leave users out: a CSV column's rows are its users",
+            )
+        return OpenSample(data.values, data.names)
+
+
+@hookimpl
+def register_open_datasets(register: Callable[[type], None]) -> None:
+    register(OpenZipf)
+    register(OpenCSV)

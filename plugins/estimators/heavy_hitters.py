@@ -13,11 +13,20 @@ every candidate whose upper confidence bound reaches ``threshold`` (``rule = "uc
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from ldpsim import Likelihood, Mechanism, Observations, ParameterError, gibu, mle_uncertainty, newton_mle
+from ldpsim import (
+    FoundItems,
+    Likelihood,
+    Mechanism,
+    Observations,
+    ParameterError,
+    gibu,
+    mle_uncertainty,
+    newton_mle,
+)
 
 from ..mechanisms.heavy_hitters import PEM, TreeHist
 
@@ -41,17 +50,6 @@ class LevelEstimate:
     upper: np.ndarray
     other: float
     kept: np.ndarray
-
-
-@dataclass
-class FoundItems:
-    """What a heavy-hitter estimator found: items (uint64), their estimated frequencies, upper bounds (NaN under
-    the top-k rule, which does not compute them), and every level's estimate."""
-
-    items: np.ndarray
-    frequency: np.ndarray
-    upper: np.ndarray
-    levels: list[LevelEstimate] = field(default_factory=list)
 
 
 def level_mle(
