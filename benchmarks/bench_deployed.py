@@ -1,7 +1,7 @@
 """Deployed sizes (issue 31): closed-form k-RR inversion, and per-bit counts of 10^9 users drawn without reports.
 
     python benchmarks/bench_deployed.py [--parts krr,oue,cms] [--values 1024] [--users 1000000] [--eps 1]
-        [--repeat 5] [--peer-python /tmp/peers/bin/python] [--big-users 1000000000]
+        [--repeat 5] [--peer-python /tmp/peers/bin/python] [--big-users 1000000000] [--hashes 65536]
 
 krr: times, on one population of --users k-RR users (drawn by counts, as a run draws them):
 
@@ -20,10 +20,12 @@ oue: a run of --big-users OUE users at k = --values with ``inv-p`` alone (``ldps
 task): its cohort is drawn as per-bit counts (``Mechanism.sample_bit_counts``: two binomials per bit),
 never as reports; the seconds of the whole run, and of the draw and the estimate alone.
 
-cms: Apple's count-mean sketch (eps 8, 65,536 hashes x 1,024 buckets) on --values values with
---big-users users: the per-(hash, bucket) counts drawn without reports (a multinomial per value over the
-hashes, two binomials per bucket), the family's collision matrix (once per mechanism, cached), and the
-estimate ``C^-1 s / n`` from the counts.
+cms: Apple's count-mean sketch (eps 8, --hashes hashes x 1,024 buckets; Apple's 65,536) on --values
+values with --big-users users: the hash table, the per-(hash, bucket) counts drawn without reports (each
+value's users split over the hashes, by a multinomial or user by user, whichever costs less, then two
+binomials per bucket), the family's collision matrix and its Cholesky factor (once per mechanism,
+cached), and the estimate ``C^-1 s / n`` from the counts; wall and CPU seconds of each, and the load
+average (the machine is shared: the CPU seconds are the robust ones).
 
 The best of --repeat calls each (the big parts: one), with one BLAS thread (a run's setting). A
 measurement, not a test.
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -143,21 +146,41 @@ def oue_billion(k: int, users: int) -> None:
     )
 
 
-def cms_billion(k: int, users: int) -> None:
+def _timed(fn):
+    """(wall s, CPU s of this process, result) of one call: on a shared machine the CPU time is the robust one."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = fn()
+    return time.perf_counter() - wall, time.process_time() - cpu, out
+
+
+def cms_billion(k: int, users: int, hashes: int = 65536) -> None:
     domain = Integers(low=0, high=k - 1)
-    mech = ldpsim.get_registry().create("mechanism", "cms", domain, eps=8.0, hashes=65536, buckets=1024)
+    mech = ldpsim.get_registry().create("mechanism", "cms", domain, eps=8.0, hashes=hashes, buckets=1024)
     counts = np.random.default_rng(1).multinomial(users, np.random.default_rng(2).dirichlet(np.ones(k)))
+    load = os.getloadavg()[0]
     with one_blas_thread():
-        t_table, _ = best(lambda: mech.table, 1)
-        t_draw, tally = best(lambda: mech.sample_bit_counts(counts, np.random.default_rng(3)), 1)
-        t_first, _ = best(lambda: mech.bit_count_estimate(tally, users), 1)  # builds the collision matrix
-        t_est, est = best(lambda: mech.bit_count_estimate(tally, users), 1)  # with it cached
-    t_collisions = t_first - t_est
-    total = t_table + t_draw + t_first
-    print(f"CMS (Apple: eps 8, 65,536 hashes x 1,024 buckets), k = {k}, n = {users:,}")
-    print(f"  hash table: {t_table:6.2f} s; per-(hash, bucket) counts drawn: {t_draw:6.2f} s")
-    print(f"  collision matrix (once per mechanism): {t_collisions:6.2f} s; estimate from the counts: {t_est:6.2f} s")
-    print(f"  total {total:6.2f} s; max |estimate - truth| = {np.abs(est - counts / users).max():.2e}")
+        steps = {"hash table": _timed(lambda: mech.table)}
+        steps["per-(hash, bucket) counts drawn"] = _timed(
+            lambda: mech.sample_bit_counts(counts, np.random.default_rng(3))
+        )
+        tally = steps["per-(hash, bucket) counts drawn"][2]
+        first = _timed(lambda: mech.bit_count_estimate(tally, users))  # builds and factors the collision matrix
+        steps["estimate C^-1 s / n"] = _timed(lambda: mech.bit_count_estimate(tally, users))  # with it cached
+        steps["collision matrix, Cholesky (once per mechanism)"] = (
+            first[0] - steps["estimate C^-1 s / n"][0],
+            first[1] - steps["estimate C^-1 s / n"][1],
+            None,
+        )
+    est = steps["estimate C^-1 s / n"][2]
+    print(f"CMS (Apple: eps 8, {hashes:,} hashes x 1,024 buckets), k = {k}, n = {users:,}")
+    for name, (wall, cpu, _) in steps.items():
+        print(f"  {name}: {wall:6.2f} s wall, {cpu:6.2f} s CPU")
+    wall = sum(v[0] for v in steps.values())
+    cpu = sum(v[1] for v in steps.values())
+    print(
+        f"  total {wall:6.2f} s wall, {cpu:6.2f} s CPU; load average {load:.1f} before, {os.getloadavg()[0]:.1f} after"
+    )
+    print(f"  max |estimate - truth| = {np.abs(est - counts / users).max():.2e}")
 
 
 def main() -> None:
@@ -169,6 +192,7 @@ def main() -> None:
     parser.add_argument("--peer-python", default=None)
     parser.add_argument("--big-users", type=int, default=10**9)
     parser.add_argument("--parts", default="krr,oue,cms")
+    parser.add_argument("--hashes", type=int, default=65536, help="CMS: hashes of the family (Apple's 65,536)")
     args = parser.parse_args()
     parts = args.parts.split(",")
     print(f"python {sys.version.split()[0]}, numpy {np.__version__}")
@@ -177,7 +201,7 @@ def main() -> None:
     if "oue" in parts:
         oue_billion(args.values, args.big_users)
     if "cms" in parts:
-        cms_billion(args.values, args.big_users)
+        cms_billion(args.values, args.big_users, args.hashes)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from helpers import make
+from ldpsim_plugins.mechanisms import count_mean_sketch
 from scipy.stats import chi2_contingency
 
 import ldpsim
@@ -52,6 +53,22 @@ def test_per_bit_counts_follow_the_per_user_law(name):
     assert min(p_values) > ALPHA / len(p_values), p_values
 
 
+def test_counts_split_by_multinomials_follow_the_per_user_law(monkeypatch):
+    """Values past the cut (12, 20 and 10 users over 3 hashes) split by a multinomial, the others (5 and 3) by
+    each user's hash: each count and their total against counts of per-user reports. Bonferroni over the
+    cells: a false alarm with probability at most 1e-3 (seeded: it fails for this seed or never)."""
+    monkeypatch.setattr(count_mean_sketch, "MULTINOMIAL_MIN_USERS_PER_HASH", 2)
+    mech = make("mechanism", "cms", SMALL, eps=3.0, hashes=3, buckets=4)
+    counts = np.array([12, 0, 5, 20, 3, 10])
+    values = np.repeat(np.arange(6), counts)
+    rng = np.random.default_rng(17)
+    drawn = np.array([mech.sample_bit_counts(counts, rng) for _ in range(600)])
+    per_user = np.array([_tally_of_users(mech, values, rng) for _ in range(600)])
+    stats = [*drawn.T, drawn.sum(axis=1)], [*per_user.T, per_user.sum(axis=1)]
+    p_values = [_homogeneous(a, b) for a, b in zip(*stats)]
+    assert min(p_values) > ALPHA / len(p_values), p_values
+
+
 def _tally_of_users(mech: ldpsim.Mechanism, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     reports = mech.sample(values, rng)
     group = Observations.from_reports(mech.domain, [(mech, reports)]).groups[0]
@@ -74,7 +91,8 @@ def test_the_estimate_from_per_bit_counts_is_the_reports_estimate(name):
 
 
 def test_apple_sized_sketch_counts_cost_what_few_users_cost():
-    """10^9 users of a CMS are one multinomial per value over the hashes and two binomials per bucket."""
+    """10^9 users of a CMS are one multinomial per value over the hashes (past 32 users per hash) and two
+    binomials per bucket."""
     mech = make("mechanism", "cms", Integers(low=0, high=63), eps=8.0, hashes=256, buckets=64)
     counts = np.random.default_rng(0).multinomial(10**9, np.full(64, 1 / 64))
     tally = mech.sample_bit_counts(counts, np.random.default_rng(1))
