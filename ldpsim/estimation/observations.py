@@ -142,23 +142,14 @@ def _sorted_runs(
     reports: np.ndarray, lo: np.ndarray, spans: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(distinct rows in lexicographic order, start of each one's run in the sorted order, the order),
-    or None if a column spans 2^62 or more."""
+    or None if a column spans 2^62 or more. Neighbours compared by blocks and only the distinct rows
+    gathered: no sorted copy of every row beside them."""
     groups = _key_columns(spans)
     if groups is None:
         return None
     order, tie = _lexsort(reports, lo, spans, groups)
-    ordered = np.asarray(reports[order], dtype=np.int64)
-    change = np.ones(order.size, dtype=bool)
-    if tie is None:
-        change[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
-    else:
-        # rows differ where their first keys do; whole rows compared only where those are equal
-        change[1:] = ~tie
-        if len(groups) > 1:
-            pairs = np.flatnonzero(tie)
-            change[pairs + 1] = (ordered[pairs + 1] != ordered[pairs]).any(axis=1)
-    starts = np.flatnonzero(change)
-    rows = ordered if starts.size == order.size else ordered[starts]
+    starts = _run_starts(reports, tie, len(groups) > 1, order)
+    rows = np.asarray(reports[order if starts.size == order.size else order[starts]], dtype=np.int64)
     return rows, starts, order
 
 
@@ -174,6 +165,91 @@ def sum_equal_rows(reports: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray,
     uniq, inverse = np.unique(reports, axis=0, return_inverse=True)
     summed = np.bincount(inverse.ravel(), weights=counts, minlength=len(uniq))
     return uniq, summed.astype(np.int64 if np.asarray(counts).dtype.kind in "iub" else float)
+
+
+def sum_equal_parts(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`sum_equal_rows` of the parts' rows and counts concatenated (the same rows, counts and order),
+    grouped in place: peak memory about 1.4x the rows', where a concatenated copy and its sorted copy took 3x.
+
+    ``parts`` is consumed: each part is appended to one buffer grown in place (``realloc``) and dropped
+    from the list, so the parts and the buffer never both hold every row; the buffer is sorted in place
+    (its rows permuted a quarter of the columns at a time), equal rows are compacted forward, and the
+    buffer shrinks to the distinct rows. Rows whose columns together cannot be keyed (a column spanning
+    2^62 or more) take :func:`sum_equal_rows` on the concatenation.
+
+    Parameters
+    ----------
+    parts
+        (rows, counts) pairs of integer rows of one width, and their counts; emptied.
+
+    Returns
+    -------
+    rows, counts
+        The distinct rows in lexicographic order and the summed counts of each (int64 for integer counts).
+    """
+    if not parts:
+        raise ValueError("no parts to merge")
+    width = parts[0][0].shape[1]
+    filled = [r for r, _ in parts if r.shape[0]]
+    lo = np.min([r.min(axis=0) for r in filled], axis=0) if width and filled else np.zeros(0, dtype=np.int64)
+    hi = np.max([r.max(axis=0) for r in filled], axis=0) if width and filled else np.zeros(0, dtype=np.int64)
+    del filled
+    groups = _key_columns(hi - lo + 1) if lo.size else None
+    if groups is None:  # nothing to key (no rows or no columns), or a column too wide for an int64 key
+        rows, counts = np.concatenate([r for r, _ in parts]), np.concatenate([c for _, c in parts])
+        parts.clear()
+        return sum_equal_rows(rows, counts)
+    integral = all(np.asarray(c).dtype.kind in "iub" for _, c in parts)
+    reports = np.empty((0, width), dtype=np.int64)
+    weights = np.empty(0, dtype=np.result_type(*[np.asarray(c).dtype for _, c in parts]))
+    while parts:
+        rows, counts = parts.pop(0)
+        start = reports.shape[0]
+        reports.resize((start + rows.shape[0], width), refcheck=False)  # in place where the allocator can
+        weights.resize(start + rows.shape[0], refcheck=False)
+        reports[start:], weights[start:] = rows, counts
+        del rows, counts
+    order, tie = _lexsort(reports, lo, hi - lo + 1, groups)
+    step = max(1, width // 4)  # a quarter of the columns at a time: 2 bytes a row per word, not a copy
+    for left in range(0, width, step):
+        reports[:, left : left + step] = reports[order, left : left + step]
+    starts = _run_starts(reports, tie, len(groups) > 1)
+    summed = np.add.reduceat(weights[order], starts)
+    del weights, order
+    if starts.size < reports.shape[0]:
+        block = max(1, (1 << 20) // max(width, 1))
+        for first in range(0, starts.size, block):  # starts[i] >= i: rows read are never ones written before
+            last = min(starts.size, first + block)
+            reports[first:last] = reports[starts[first:last]]
+        reports.resize((starts.size, width), refcheck=False)
+    return reports, summed.astype(np.int64 if integral else float)
+
+
+def _run_starts(
+    reports: np.ndarray, tie: np.ndarray | None, several_keys: bool, order: np.ndarray | None = None
+) -> np.ndarray:
+    """Where each run of equal rows starts in the rows sorted lexicographically (``reports[order]``, or
+    ``reports`` already sorted when ``order`` is None; ``tie`` as :func:`_lexsort` gives it), comparing
+    neighbours by blocks: no copy of the rows."""
+    n, width = reports.shape
+    change = np.ones(n, dtype=bool)
+    block = max(1, (1 << 20) // max(width, 1))
+
+    def rows(index: np.ndarray) -> np.ndarray:
+        return reports[index if order is None else order[index]]
+
+    if tie is None:
+        for first in range(1, n, block):
+            here = np.arange(first, min(n, first + block))
+            change[here] = (rows(here) != rows(here - 1)).any(axis=1)
+    else:
+        change[1:] = ~tie
+        if several_keys:  # rows differ where their first keys do; whole rows compared where those are equal
+            pairs = np.flatnonzero(tie)
+            for first in range(0, pairs.size, block):
+                here = pairs[first : first + block]
+                change[here + 1] = (rows(here + 1) != rows(here)).any(axis=1)
+    return np.flatnonzero(change)
 
 
 def merge_rows(reports: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -475,6 +551,4 @@ class Observations:
 def _merge(parts: list[ReportGroup]) -> ReportGroup:
     if len(parts) == 1:
         return parts[0]
-    reports = np.concatenate([p.reports for p in parts])
-    counts = np.concatenate([p.counts for p in parts])
-    return ReportGroup(parts[0].plan, *sum_equal_rows(reports, counts), prior=parts[0].prior)
+    return ReportGroup(parts[0].plan, *sum_equal_parts([(p.reports, p.counts) for p in parts]), prior=parts[0].prior)
