@@ -11,7 +11,8 @@ Each check raises ``AssertionError`` naming what is wrong. ``check_mechanism``
 runs them all, including a check of every optional capability the mechanism
 declares (``check_capabilities``). ``check_estimator``, ``check_dataset`` and
 ``check_metric`` do the same for the other kinds of plugin; ``check_tuple_mechanism``
-adds a tuple protocol's own checks (its per-attribute estimates' bias and variance).
+adds a tuple protocol's own checks (its per-attribute estimates' bias and variance);
+``check_protocol`` and ``check_open_dataset`` check heavy-hitter protocols and open datasets.
 
 ``parametrize_with_checks`` gives a pytest suite one test id per check instead::
 
@@ -43,6 +44,7 @@ from .theory.checks import (
     check_unbiased_estimate,
 )
 from .theory.contracts import check_configurable, check_dataset, check_estimator, check_metric
+from .theory.protocol_checks import check_found_items, check_open_dataset, check_protocol
 from .theory.suite import parametrize_with_checks, plugin_checks
 from .theory.tuple_checks import check_marginal_estimates, check_tuple_mechanism
 
@@ -51,6 +53,9 @@ __all__ = [
     "check_dataset",
     "check_estimator",
     "check_metric",
+    "check_found_items",
+    "check_open_dataset",
+    "check_protocol",
     "check_capabilities",
     "check_density_sampler",
     "check_deterministic",

@@ -11,6 +11,7 @@ import ldpsim
 from ldpsim.output.cli import app
 from ldpsim.results.found import top_k_score
 from ldpsim.results.io import is_results_file, open_results
+from ldpsim.testing import check_open_dataset, check_protocol
 
 runner = CliRunner()
 
@@ -46,6 +47,38 @@ def test_protocols_and_open_datasets_are_plugins_of_their_own_kinds():
     assert {"pem", "treehist"} <= set(registry.names("protocol"))
     assert {"open-zipf", "open-csv"} <= set(registry.names("open_dataset"))
     assert issubclass(registry.get("protocol", "pem").cls, ldpsim.HeavyHitterProtocol)
+
+
+@pytest.mark.parametrize("name", ["pem", "treehist"])
+def test_built_in_protocols_keep_the_contract(name):
+    check_protocol(ldpsim.get_registry().create("protocol", name, eps=2.0, k=8))
+
+
+def test_built_in_open_datasets_keep_the_contract(tmp_path):
+    check_open_dataset(ldpsim.get_registry().create("open_dataset", "open-zipf", support=500))
+    csv = tmp_path / "w.csv"
+    csv.write_text("w\nx\ny\nx\n")
+    check_open_dataset(ldpsim.get_registry().create("open_dataset", "open-csv", path=csv, column="w"), users=None)
+
+
+class Forgetful(ldpsim.HeavyHitterProtocol):
+    """Finds the right item with a made-up frequency order: the check must catch it"""
+
+    name = "forgetful"
+
+    def collect(self, domain, values, rng):
+        return values
+
+    def find(self, domain, reports):
+        items, counts = np.unique(reports, return_counts=True)
+        order = np.argsort(counts)[::-1][: self.k]
+        freq = counts[order] / reports.size
+        return ldpsim.FoundItems(items[order], freq[::-1], np.full(order.size, np.nan))
+
+
+def test_the_protocol_check_catches_a_broken_protocol():
+    with pytest.raises(AssertionError, match="most frequent down"):
+        check_protocol(Forgetful(eps=1.0, k=4))
 
 
 def test_results_hold_found_items_on_a_rank_dimension_with_their_count(tiny):
