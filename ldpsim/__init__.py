@@ -41,7 +41,13 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
     )
     from .estimation.simplex import project_simplex
     from .estimation.unbiased import count_estimate_variance, plan_matrix, unbiased_estimate
-    from .estimation.uncertainty import Uncertainty, bootstrap_uncertainty, mle_uncertainty, unbiased_uncertainty
+    from .estimation.uncertainty import (
+        Uncertainty,
+        bootstrap_uncertainty,
+        linear_intervals,
+        mle_uncertainty,
+        unbiased_uncertainty,
+    )
     from .model.attack import Attack
     from .model.bitvectors import WORD_BITS, BitVectorMechanism, bernoulli_words, set_bit_counts
     from .model.capabilities import Capabilities
@@ -124,6 +130,7 @@ _LAZY: dict[str, str] = {
     "unbiased_estimate": "estimation.unbiased",
     "Uncertainty": "estimation.uncertainty",
     "bootstrap_uncertainty": "estimation.uncertainty",
+    "linear_intervals": "estimation.uncertainty",
     "mle_uncertainty": "estimation.uncertainty",
     "unbiased_uncertainty": "estimation.uncertainty",
     "Attack": "model.attack",
@@ -231,6 +238,7 @@ __all__ = [
     "Uncertainty",
     "IntervalEstimator",
     "bootstrap_uncertainty",
+    "linear_intervals",
     "mle_uncertainty",
     "unbiased_uncertainty",
     "DOMAIN",

@@ -14,29 +14,38 @@ Both give the leaf histogram ldpsim scores (an estimate is a distribution: the n
 not optional here; without it, the papers' unbiased range answers have no clipping bias). The joint
 MLE (``ibu`` / ``mle`` on the same reports) needs neither step (docs/theory/ranges.md).
 
-:func:`range_interval` gives a range's answer from an MLE with its Wald interval from the Fisher
-information on the MLE's face (:func:`ldpsim.mle_uncertainty`).
+``range-mle`` is the joint MLE (``mle``) that also bounds the answers of given ranges: Wald intervals
+from the Fisher information on the MLE's face (:func:`ldpsim.linear_intervals`, matrix-free: any number of
+leaves), stored as ``range_lower`` and ``range_upper`` beside the ``range-answers`` metric's answers and
+truth. :func:`range_interval` gives one range's answer and interval from any MLE.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, cast
 
 import numpy as np
 
 from ldpsim import (
+    TASK,
     Domain,
+    Estimate,
     Estimator,
     Mechanism,
     Observations,
     Param,
     ParameterError,
+    Variable,
     hookimpl,
+    linear_intervals,
     make_domain,
-    mle_uncertainty,
     unbiased_estimate,
 )
+
+from ..metrics.ranges import leaf_ranges
+from .ibu import MLE
 
 #: the non-negativity steps of the baselines
 POST = ("tree", "leaves")
@@ -116,8 +125,8 @@ def range_interval(
     """``(answer, lower, upper)`` of the range of leaf indices ``low..high`` from an MLE ``theta``.
 
     The answer is the sum of the range's leaves: a linear statistic, whose Wald interval comes from the
-    Fisher information on the MLE's face (:meth:`ldpsim.Uncertainty.linear_interval`); the domain must be
-    small enough for the K x K information (ldpsim's ``MAX_INTERVAL_VALUES``).
+    Fisher information on the MLE's face (:func:`ldpsim.linear_intervals`, without forming it: any domain
+    size). NaN bounds where the data cannot tell the face's values apart.
 
     Parameters
     ----------
@@ -139,14 +148,14 @@ def range_interval(
     check_range(low, high, size)
     weights = np.zeros(size)
     weights[low : high + 1] = 1.0
-    spread = mle_uncertainty(observations, np.asarray(theta, dtype=float))
-    if spread.covariance is None:
-        raise ParameterError(
-            f"no covariance for this MLE ({spread.method})",
-            field="theta",
-            hint="use a domain of at most 4096 values, or bootstrap the range answers",
-        )
-    return spread.linear_interval(weights, level)
+    value, lower, upper = linear_intervals(observations, np.asarray(theta, dtype=float), weights, level)
+    return float(value), float(lower), float(upper)
+
+
+def range_weights(low: np.ndarray, high: np.ndarray, size: int) -> np.ndarray:
+    """``(S, size)``: row s is 1 on the leaves ``low[s]..high[s]``, 0 elsewhere (a range as a linear statistic)."""
+    leaves = np.arange(size)
+    return ((leaves >= np.asarray(low)[:, None]) & (leaves <= np.asarray(high)[:, None])).astype(float)
 
 
 def check_range(low: int, high: int, size: int) -> None:
@@ -192,6 +201,58 @@ class RangePipeline(Estimator):
         if self.post == "leaves":
             return norm_sub(total[-1])
         return tree_norm_sub(total, branching)
+
+
+#: what range-mle adds to the results: the bounds of its ranges' answers (the answers and truth are range-answers')
+RANGE_OUTPUTS = (
+    Variable(
+        "range_lower",
+        ("estimator", TASK, "query"),
+        "lower confidence bound of each range's answer",
+        optional=True,
+        description="Wald bound from the Fisher information on the MLE's face; NaN unless the MLE is certified"
+        " (KKT below tol) and the information tells its values apart",
+    ),
+    Variable(
+        "range_upper",
+        ("estimator", TASK, "query"),
+        "upper confidence bound of each range's answer",
+        optional=True,
+        description="Wald bound from the Fisher information on the MLE's face; NaN unless the MLE is certified",
+    ),
+)
+
+
+class RangeMLE(MLE):
+    """The joint MLE over every level's reports, with confidence intervals of given ranges' answers"""
+
+    name = "range-mle"
+    outputs = (*MLE.outputs, *RANGE_OUTPUTS)
+    ranges = Param(
+        "matrix",
+        None,
+        doc="ranges whose answers get intervals, rows [low, high] of leaf indices (inclusive); the same rows as "
+        "the range-answers metric's, which stores the answers and the truth",
+    )
+
+    def check_setup(self, domain: Domain, plans: Sequence[tuple[Mechanism, ...]]) -> None:
+        super().check_setup(domain, plans)
+        if self.ranges is not None:
+            leaf_ranges(self.ranges, domain.size)
+
+    def _estimate(self, observations: Observations) -> Estimate:
+        result = super()._estimate(observations)
+        if self.ranges is None:
+            return result
+        size = observations.domain.size
+        low, high = leaf_ranges(self.ranges, size)
+        lower = upper = np.full(low.size, np.nan)
+        if result.converged and result.kkt < self.tol:  # intervals only around a certified maximum
+            theta = np.clip(np.asarray(result.distribution, dtype=float), 0.0, None)
+            _, lower, upper = linear_intervals(
+                observations, theta / theta.sum(), range_weights(low, high, size), self.confidence
+            )
+        return replace(result, extras={**result.extras, "range_lower": lower, "range_upper": upper})
 
 
 def hierarchical_levels(mech: Mechanism, reports: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:
@@ -244,3 +305,4 @@ PIPELINES: dict[str, Callable[[Mechanism, np.ndarray, np.ndarray], list[np.ndarr
 @hookimpl
 def register_estimators(register: Callable[[type], None]) -> None:
     register(RangePipeline)
+    register(RangeMLE)
