@@ -28,6 +28,7 @@ from ldpsim import (
     ParameterError,
     gibu,
     hash_string,
+    newton_mle,
     top_k_score,
 )
 
@@ -269,3 +270,18 @@ def test_top_k_score_closed_forms() -> None:
     assert math.isclose(s.frequency_error, (0.3 + 0.0) / 2)
     s = top_k_score(np.array([10, 30], dtype=np.uint64), np.array([0.4, 0.2]), truth, tf, 2)
     assert (s.precision, s.recall, s.f1) == (0.5, 0.5, 0.5)
+
+
+def test_a_flat_word_level_is_solved_by_newton_not_the_squarem_fallback() -> None:
+    """TreeHist's words at eps/2: 2 x 10^5 distinct reports, every row 1 +- a small term. A single-precision
+    sampled Hessian lost the small terms, Newton's steps failed where half the candidates have no users and the solver fell back to 5,313 SQUAREM passes
+    (36 s); in double precision (a cheap formation for 65 values) Newton takes 20."""
+    data = zipf(OpenDomain(bits=32), 200_000, np.random.default_rng(0), exponent=1.1, support=1 << 16)
+    th = TreeHist(data.domain, 4.0, k=64)
+    _, words = th.sample(data.values, np.random.default_rng(1))
+    reports, counts = np.unique(words, axis=0, return_counts=True)
+    strays = np.random.default_rng(2).integers(0, 2**32, 32, dtype=np.uint64)  # as a search finds: half at zero
+    channel = th.words(np.concatenate([data.top(32), strays]))
+    likelihood = Likelihood(Observations.from_counts(channel.domain, channel, reports, counts))
+    fit = newton_mle(likelihood, tol=1e-6, warm_passes=0, max_iter=5000)
+    assert fit.converged and fit.iterations <= 100

@@ -28,6 +28,15 @@ DENSE_MAX_FLOPS = 5e8
 DENSE_PASS_MAX_SIZE = 1024
 #: a Hessian from a sample of rows (see :func:`sampled_rows`) reads this many rows per value ...
 SAMPLE_ROWS_PER_VALUE = 16
+#: ... or as many as a formation of this many multiply-adds allows, when that is more (few values: tens of
+#: milliseconds), so a channel of tens of values is formed from a hundred thousand rows, not a thousand
+SAMPLED_FORM_FLOPS = 5e8
+#: a sample whose Hessian costs at most this many multiply-adds is kept (and its Hessian formed) in double
+#: precision: on flat likelihoods (every row 1 +- a small term, as TreeHist's words at eps/2) the single-precision
+#: Gram matrix loses the small terms to rounding, its Newton steps fail, and the solver fell back to 5,313
+#: SQUAREM passes (36 s at 2 x 10^5 users) where double precision takes 51 passes (1.4 s). Costlier samples
+#: (k = 1024: 1.7 x 10^10) stay single, at twice the speed
+DOUBLE_SAMPLE_FLOPS = 1e9
 #: ... and costs at most this many multiply-adds (about a second on one core)
 SAMPLED_MAX_FLOPS = 2e10
 
@@ -78,8 +87,9 @@ class RowSample:
 
 
 def sampled_rows(likelihood: Likelihood, *, always: bool = False) -> RowSample | None:
-    """The rows a Hessian in single precision is formed from: all of them when there are fewer than
-    :data:`SAMPLE_ROWS_PER_VALUE` per value, else a sample of that many per value; None when the
+    """The rows a Hessian is formed from: all of them when there are fewer than
+    :data:`SAMPLE_ROWS_PER_VALUE` per value (or than :data:`SAMPLED_FORM_FLOPS` affords), else a sample of
+    that many; in double precision up to :data:`DOUBLE_SAMPLE_FLOPS`, else single; None when the
     likelihood is neither dense nor an operator with exact rows
     (:func:`~ldpsim.estimation.operators.with_exact_rows`) or, unless ``always``, when the Hessian
     would cost more than :data:`SAMPLED_MAX_FLOPS`.
@@ -94,18 +104,19 @@ def sampled_rows(likelihood: Likelihood, *, always: bool = False) -> RowSample |
     H = likelihood.H
     exact_rows = (lambda index: H[index]) if isinstance(H, np.ndarray) else getattr(H, "rows", None)
     rows, size = H.shape
-    m = min(SAMPLE_ROWS_PER_VALUE * size, rows)
+    m = min(max(SAMPLE_ROWS_PER_VALUE * size, int(SAMPLED_FORM_FLOPS / (size * size))), rows)
     if not callable(exact_rows) or (not always and float(m) * size * size > SAMPLED_MAX_FLOPS):
         return None
+    dtype = np.float64 if float(m) * size * size <= DOUBLE_SAMPLE_FLOPS else np.float32
     if m == rows:  # every row, at its own weight: the exact Hessian
         index = np.arange(rows)
-        rows_read = np.asarray(exact_rows(index), dtype=np.float32)
+        rows_read = np.asarray(exact_rows(index), dtype=dtype)
         return RowSample(index, likelihood.counts / likelihood.n, rows_read, every_row=True)
     cumulative = np.cumsum(likelihood.counts)
     positions = (np.arange(m) + 0.5) * (cumulative[-1] / m)
     picked = np.minimum(np.searchsorted(cumulative, positions, side="right"), rows - 1)
     index, times = np.unique(picked, return_counts=True)
-    return RowSample(index, times / m, np.asarray(exact_rows(index), dtype=np.float32))
+    return RowSample(index, times / m, np.asarray(exact_rows(index), dtype=dtype))
 
 
 def named_columns(likelihood: Likelihood) -> tuple[np.ndarray, float] | None:

@@ -130,11 +130,11 @@ class Solver:
                 self.passes += 1  # forming the Hessian reads H once
                 a = self.H * (self.sqrt_w / pt.p)[:, None]
                 hess = a.T @ a
-            else:  # a sample's Hessian reads its rows only, in single precision: an estimate to ~sqrt(|X| / m) anyway
+            else:  # a sample's Hessian reads its rows only, in their precision (hessian_rows.sampled_rows)
                 scale = np.sqrt(self.sample.weight) / pt.p[self.sample.index]
                 top = scale.max()
-                a32 = self.sample.rows * (scale / top).astype(np.float32)[:, None]
-                hess = (a32.T @ a32).astype(float) * top**2
+                a = self.sample.rows * (scale / top).astype(self.sample.rows.dtype)[:, None]
+                hess = (a.T @ a).astype(float) * top**2
             if free is not None:
                 hess = hess[np.ix_(free, free)]
             return factor(hess + np.diag(diag))
