@@ -44,14 +44,18 @@ def tiny() -> xr.Dataset:
 
 def test_protocols_and_open_datasets_are_plugins_of_their_own_kinds():
     registry = ldpsim.get_registry()
-    assert {"pem", "treehist"} <= set(registry.names("protocol"))
+    assert {"pem", "treehist", "sfp"} <= set(registry.names("protocol"))
     assert {"open-zipf", "open-csv"} <= set(registry.names("open_dataset"))
     assert issubclass(registry.get("protocol", "pem").cls, ldpsim.HeavyHitterProtocol)
 
 
-@pytest.mark.parametrize("name", ["pem", "treehist"])
-def test_built_in_protocols_keep_the_contract(name):
-    check_protocol(ldpsim.get_registry().create("protocol", name, eps=2.0, k=8))
+@pytest.mark.parametrize(
+    "name, params",
+    [("pem", {}), ("treehist", {}), ("sfp", {"hashes": 64, "buckets": 256})],
+    ids=["pem", "treehist", "sfp"],
+)
+def test_built_in_protocols_keep_the_contract(name, params):
+    check_protocol(ldpsim.get_registry().create("protocol", name, eps=2.0, k=8, **params))
 
 
 def test_built_in_open_datasets_keep_the_contract(tmp_path):

@@ -72,3 +72,21 @@ def test_bad_input_one_line() -> None:
     with pytest.raises(ParameterError, match="rule"):
         sfp = SFP(OpenDomain(bits=8), 4.0, fragment_bits=4, hash_bits=2, hashes=4, buckets=8)
         sfp_heavy_hitters(sfp, sfp.sample(np.zeros(10, dtype=np.uint64), np.random.default_rng(0)), rule="best")
+
+
+def test_too_many_assembled_words_drop_the_least_frequent_fragments(monkeypatch):
+    """Few users: every position keeps k noisy fragments per hash and their product outgrows MAX_KEYS. The
+    least frequent fragments go first, so the word made of each position's most frequent fragment stays."""
+    import ldpsim_plugins.estimators.sfp as server
+
+    monkeypatch.setattr(server, "MAX_KEYS", 100)
+    protocol = SFP(OpenDomain(bits=16), 4.0, k=64, fragment_bits=4, hashes=16, buckets=64)
+    word = np.array([0xBEEF], dtype=np.uint64)
+    h = np.uint64(int(protocol.word_hash(word)[0]))
+    kept = []
+    for position in range(protocol.positions):
+        first = protocol.keys(word, position)
+        others = (h << np.uint64(4)) | np.arange(16, dtype=np.uint64)  # every fragment under the word's hash
+        kept.append(np.concatenate([first, others[others != first[0]]]))  # most frequent first
+    words = sfp_candidates(protocol, kept)
+    assert 0 < words.size <= 100 and 0xBEEF in words.tolist()

@@ -33,12 +33,14 @@ def sfp_candidates(protocol: SFP, kept_keys: list[np.ndarray]) -> np.ndarray:
     protocol : SFP
         The protocol.
     kept_keys : list of numpy.ndarray
-        Per position, the kept keys (``hash << fragment_bits | fragment``).
+        Per position, the kept keys (``hash << fragment_bits | fragment``), most frequent first.
 
     Returns
     -------
     numpy.ndarray
-        Distinct sorted uint64 words.
+        Distinct sorted uint64 words, at most :data:`MAX_KEYS` of them: where a hash's product would hold
+        more (few users: the kept fragments are mostly noise), its least frequent fragments are dropped
+        from its largest position until the product fits its share of MAX_KEYS.
     """
     f = np.uint64(protocol.fragment_bits)
     low = np.uint64(2**protocol.fragment_bits - 1)
@@ -47,15 +49,13 @@ def sfp_candidates(protocol: SFP, kept_keys: list[np.ndarray]) -> np.ndarray:
     for h in hashes[1:]:
         common = np.intersect1d(common, h)
     words = []
-    for h in np.unique(common):  # hashes present everywhere: a few (at most k)
+    common = np.unique(common)
+    share = max(1, MAX_KEYS // max(1, common.size))
+    for h in common:  # hashes present everywhere: a few (at most k)
         parts = [np.asarray(k, dtype=np.uint64)[hk == h] & low for k, hk in zip(kept_keys, hashes)]
-        size = int(np.prod([p.size for p in parts]))
-        if size > MAX_KEYS:
-            raise ParameterError(
-                f"hash {int(h)} assembles {size:,} candidate words, more than {MAX_KEYS:,}",
-                field="cap",
-                hint="keep fewer fragments per position (lower k or cap)",
-            )
+        while int(np.prod([p.size for p in parts], dtype=float)) > share:  # the least frequent go first
+            widest = int(np.argmax([p.size for p in parts]))
+            parts[widest] = parts[widest][:-1]
         grids = np.meshgrid(*parts, indexing="ij")
         built = protocol.assemble([g.ravel() for g in grids])
         words.append(built[protocol.word_hash(built) == h])

@@ -1,8 +1,9 @@
-"""PEM and TreeHist as protocols of heavy-hitter scenarios: the users' sampler and the server's search in one.
+"""PEM, TreeHist and Apple's SFP as protocols of heavy-hitter scenarios: the users' sampler and the server's search in one.
 
-The parametrisations and the samplers are :mod:`ldpsim_plugins.mechanisms.heavy_hitters`'s; the search
-(the exact MLE of each level over its candidates plus "everything else", then pruning) is
-:mod:`ldpsim_plugins.estimators.heavy_hitters`'s. A scenario names a protocol with its parameters::
+The parametrisations and the samplers are :mod:`ldpsim_plugins.mechanisms.heavy_hitters`'s and
+:mod:`ldpsim_plugins.mechanisms.sfp`'s; the search (the exact MLE of each level over its candidates
+plus "everything else", then pruning) is :mod:`ldpsim_plugins.estimators.heavy_hitters`'s and
+:mod:`ldpsim_plugins.estimators.sfp`'s. A scenario names a protocol with its parameters::
 
     [protocols.pem]
     name = "pem"
@@ -20,7 +21,9 @@ import numpy as np
 from ldpsim import FoundItems, HeavyHitterProtocol, OpenDomain, Param, hookimpl
 
 from ..estimators.heavy_hitters import RULES, pem_heavy_hitters, treehist_heavy_hitters
+from ..estimators.sfp import sfp_heavy_hitters
 from ..mechanisms.heavy_hitters import PEM, TreeHist
+from ..mechanisms.sfp import APPLE_SIZES, SFP
 
 RULE_DOC = (
     "pruning: topk (the papers': the k largest estimates) or ucb (every candidate whose upper bound reaches threshold)"
@@ -79,7 +82,36 @@ class TreeHistProtocol(Searched):
         )
 
 
+class SFPProtocol(Searched):
+    """Apple's sequence-fragment puzzle (2017): a fragment keyed by a word hash and the whole word, CMS or HCMS"""
+
+    name = "sfp"
+    fragment_bits = Param("int", 8, ge=1, doc="bits per fragment; must divide bits")
+    hash_bits = Param("int", 8, ge=1, le=32, doc="bits of the whole-word hash that keys each fragment (Apple's: 8)")
+    oracle = Param("str", "cms", choices=tuple(APPLE_SIZES), doc="the sketch: cms or hcms (Apple's deployed sizes)")
+    hashes = Param("int", None, doc="the sketches' hash functions d (default: Apple's for the oracle)")
+    buckets = Param("int", None, doc="the sketches' buckets m (default: Apple's for the oracle)")
+
+    def protocol(self, domain: OpenDomain) -> SFP:
+        return SFP(
+            domain,
+            self.eps,
+            self.k,
+            fragment_bits=self.fragment_bits,
+            hash_bits=self.hash_bits,
+            oracle=self.oracle,
+            hashes=self.hashes,
+            buckets=self.buckets,
+        )
+
+    def find(self, domain: OpenDomain, reports: Any) -> FoundItems:
+        return sfp_heavy_hitters(
+            self.protocol(domain), reports, rule=self.rule, threshold=self.threshold, level=self.level
+        )
+
+
 @hookimpl
 def register_protocols(register: Callable[[type], None]) -> None:
     register(PEMProtocol)
     register(TreeHistProtocol)
+    register(SFPProtocol)
