@@ -139,7 +139,8 @@ def prune(frequency: np.ndarray, upper: np.ndarray, *, rule: str, k: int, thresh
     return order[upper[order] >= threshold][:cap]
 
 
-def _check_rule(rule: str, threshold: float) -> None:
+def check_rule(rule: str, threshold: float) -> None:
+    """A one-line ParameterError unless ``rule`` is a pruning rule and, for ``ucb``, ``threshold`` a frequency."""
     if rule not in RULES:
         raise ParameterError(f"is '{rule}'", field="rule", hint=f"use one of {', '.join(RULES)}")
     if rule == "ucb" and not 0 < threshold < 1:
@@ -199,7 +200,7 @@ def pem_heavy_hitters(
     FoundItems
         The last group's kept prefixes (whole values), their frequencies, bounds, and every level.
     """
-    _check_rule(rule, threshold)
+    check_rule(rule, threshold)
     levels, items = _run_levels(protocol, groups, rule=rule, threshold=threshold, cap=cap or protocol.k, level=level)
     last = levels[-1]
     if items.size == 0:
@@ -233,7 +234,7 @@ def treehist_heavy_hitters(
     FoundItems
         The found items, by frequency.
     """
-    _check_rule(rule, threshold)
+    check_rule(rule, threshold)
     per_level = [_distinct(r) for r in reports[0]]
     levels, leaves = _run_levels(
         protocol, per_level, rule=rule, threshold=threshold, cap=cap or protocol.k, level=level

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldpsim import FoundItems, ParameterError
+from ldpsim import FoundItems
 
 from ..mechanisms.sfp import MAX_KEYS, SFP
-from .heavy_hitters import RULES, LevelEstimate, prune
+from .heavy_hitters import LevelEstimate, check_rule, prune
 from .sketch_dictionary import dictionary_mle
 
 
@@ -94,10 +94,7 @@ def sfp_heavy_hitters(
     FoundItems
         The found words by estimated frequency, their bounds, and every position's estimate then the words'.
     """
-    if rule not in RULES:
-        raise ParameterError(f"is '{rule}'", field="rule", hint=f"use one of {', '.join(RULES)}")
-    if rule == "ucb" and not 0 < threshold < 1:
-        raise ParameterError(f"is {threshold}", field="threshold", hint="use a frequency between 0 and 1")
+    check_rule(rule, threshold)
     cap = cap or protocol.k
     keys = np.arange(2 ** (protocol.hash_bits + protocol.fragment_bits), dtype=np.uint64)
     key_bits = protocol.hash_bits + protocol.fragment_bits

@@ -215,12 +215,9 @@ def dictionary_heavy_hitters(
     FoundItems
         The kept candidates by estimated frequency, their bounds, and the one level.
     """
-    from .heavy_hitters import RULES
+    from .heavy_hitters import check_rule
 
-    if rule not in RULES:
-        raise ParameterError(f"is '{rule}'", field="rule", hint=f"use one of {', '.join(RULES)}")
-    if rule == "ucb" and not 0 < threshold < 1:
-        raise ParameterError(f"is {threshold}", field="threshold", hint="use a frequency between 0 and 1")
+    check_rule(rule, threshold)
     candidates = np.asarray(candidates, dtype=np.uint64)
     if np.unique(candidates).size != candidates.size:
         raise ParameterError("holds repeated values", field="candidates", hint="give each candidate once")
