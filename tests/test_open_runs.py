@@ -124,6 +124,12 @@ def test_a_protocol_s_reports_do_not_depend_on_the_other_protocols(tiny):
         )
 
 
+def test_runs_on_worker_processes_equal_the_serial_ones(tiny):
+    parallel = ldpsim.run_scenario(scenario(), executor="processes", workers=2)
+    for name in ("item", "frequency", "upper", "f1", "top_item", "users"):
+        np.testing.assert_array_equal(parallel[name].values, tiny[name].values)
+
+
 def test_same_seed_same_results_and_another_seed_other_reports(tiny):
     again = ldpsim.run_scenario(scenario())
     np.testing.assert_array_equal(again["frequency"].values, tiny["frequency"].values)

@@ -29,8 +29,8 @@ Each run (a grid point and a repetition) draws its users' values once and gives 
 every protocol, so protocols are compared on the same users. Its generators are
 ``SeedSequence(seed, spawn_key=(*point, rep, stream))``: stream 0 the values, stream ``1 + j`` the
 ``j``-th protocol's reports, so adding a protocol changes no other's reports. A run holds its users'
-values and one protocol's reports at a time; runs go one after another in this process (each is
-vectorised over its users), and nothing is written until the last has finished.
+values and one protocol's reports at a time; runs go to the executor (each is one task: a run is
+seconds to minutes of vectorised work), and nothing is written until the last has finished.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from ..base.memory import require_memory
 from ..base.threads import one_blas_thread
 from ..model.heavy_hitters import FoundItems, HeavyHitterProtocol, OpenDataset
 from ..model.open_domain import OpenDomain
+from ..plugin.executor import Executor
 from ..plugin.registry import Entry, Registry, get_registry
 from ..results.found import FoundRun, found_dataset, top_k_score, true_frequencies
 from ..results.io import check_output, check_overwrite, save_results
@@ -238,6 +239,19 @@ def _plugin(registry: Registry, kind: str, table: dict, where: str, base_dir: Pa
         raise exc.at(where) from None
 
 
+@dataclass(frozen=True)
+class OpenTask:
+    """One run of a scenario as an executor's function: picklable, it needs nothing from the calling process."""
+
+    scenario: OpenScenario
+
+    def __call__(self, task: tuple[int, tuple[int, ...], int]) -> tuple[int, int, FoundRun, int]:
+        point, index, rep = task  # the grid point's position, its index along each axis, the repetition
+        with one_blas_thread():
+            run, users = _run(self.scenario, self.scenario.setups[point], (*index, rep))
+        return point, rep, run, users
+
+
 def run_open_scenario(
     source: str | os.PathLike | Mapping[str, Any],
     *,
@@ -245,6 +259,7 @@ def run_open_scenario(
     output: str | os.PathLike | None = None,
     force: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    executor: Executor | None = None,
 ) -> xr.Dataset:
     """Run a heavy-hitter scenario and return its results (:mod:`ldpsim.results.found`).
 
@@ -260,6 +275,8 @@ def run_open_scenario(
         Replace ``output`` even if it is not an ldpsim results file.
     progress
         Called as ``progress(done, total)`` after each run.
+    executor
+        Where the runs go, one task each (default: one after another in this process).
 
     Returns
     -------
@@ -275,19 +292,19 @@ def run_open_scenario(
     require_memory(
         BYTES_PER_USER * largest, f"a run of {largest:,} users", "run fewer users, or split the sweep into scenarios"
     )
-    points = list(grid_points(scenario.document, scenario.axes))
-    total = len(points) * scenario.repetitions
-    runs: list[FoundRun] = []
-    drawn = np.zeros(len(points), dtype=np.int64)
+    indices = [point.index for point in grid_points(scenario.document, scenario.axes)]
+    points = len(indices)
+    work = [(p, index, rep) for p, index in enumerate(indices) for rep in range(scenario.repetitions)]
+    done: dict[tuple[int, int], FoundRun] = {}
+    drawn = np.zeros(points, dtype=np.int64)
     started = time.perf_counter()
-    with one_blas_thread():
-        for p, (point, setup) in enumerate(zip(points, scenario.setups)):
-            for rep in range(scenario.repetitions):
-                run, n = _run(scenario, setup, (*point.index, rep))
-                runs.append(run)
-                drawn[p] = n
-                if progress is not None:
-                    progress(len(runs), total)
+    results = map(OpenTask(scenario), work) if executor is None else executor.run(OpenTask(scenario), work)
+    for p, rep, run, n in results:
+        done[p, rep] = run
+        drawn[p] = n
+        if progress is not None:
+            progress(len(done), len(work))
+    runs = [done[p, rep] for p, _, rep in work]
     wall = time.perf_counter() - started
     axes = [(a.name, list(a.labels), _axis_attrs(a)) for a in scenario.axes]
     ds = found_dataset(axes, scenario.labels, [scenario.seed] * scenario.repetitions, drawn, runs, scenario.top)

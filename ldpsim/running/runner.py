@@ -424,7 +424,9 @@ def run_scenario(
     if is_open_scenario(read_document(source if isinstance(source, Mapping) else Path(source))[1]):
         if resume:
             raise LdpsimError("heavy-hitter runs keep no checkpoint", field="resume", hint="run without --resume")
-        return run_open_scenario(source, overrides=merged, output=output, force=force, progress=progress)
+        return run_open_scenario(
+            source, overrides=merged, output=output, force=force, progress=progress, executor=runner
+        )
     scenario = load_scenario(source if isinstance(source, Mapping) else Path(source), merged)
     if output is None:
         return execute(scenario, executor=runner, progress=progress)

@@ -166,7 +166,7 @@ def load_scenario(
         raise ScenarioError(
             f'is "{OPEN_KIND}": a heavy-hitter scenario, which `ldpsim run` and ldpsim.run_scenario run',
             field="kind",
-            hint="check, plan and --dry-run read frequency scenarios only; run it with fewer users to try it",
+            hint="--dry-run and --resume are for frequency scenarios; try it with --set users=10000",
         )
     if base_dir is None:
         base_dir = path.parent if path is not None else Path.cwd()
