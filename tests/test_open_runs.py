@@ -160,6 +160,9 @@ def test_strings_from_a_csv_column_keep_their_names(tmp_path):
     names = list(ds["item_name"].isel(estimator=0, rep=0).values[:n])
     assert names[:3] == ["apple", "banana", "cherry"]
     assert int(ds["users"]) == 1730
+    with pytest.raises(ldpsim.LdpsimError, match="output"):  # the results may not overwrite the data they read
+        ldpsim.run_scenario(doc, output=csv)
+    assert csv.read_text().startswith("word,n")
 
 
 BAD = [

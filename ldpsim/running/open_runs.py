@@ -286,7 +286,11 @@ def run_open_scenario(
     scenario = load_open_scenario(source, overrides)
     if output is not None:
         check_output(output)
-        check_overwrite(output, [scenario.source] if scenario.source is not None else [], force=force)
+        inputs = [scenario.source] if scenario.source is not None else []
+        for setup in scenario.setups:  # the data files too: an output must not overwrite what the run reads
+            data = setup.dataset
+            inputs += [getattr(data, key) for key, param in data.parameters().items() if "path" in param.kinds]
+        check_overwrite(output, [path for path in inputs if path is not None], force=force)
     users = [setup.users for setup in scenario.setups]
     largest = max((u for u in users if u is not None), default=0)
     require_memory(
