@@ -192,7 +192,7 @@ def test_per_user_reports_beyond_memory_are_refused_up_front(monkeypatch):
     counts = np.full(100, 10**7)
     with pytest.raises(
         MemoryLimitError,
-        match=r"the distinct reports of 1000000000 users of olh .* would need 104\.0 GB.*; use fewer users, or a single report through a mechanism with finitely many outputs",
+        match=r"the distinct reports of 1000000000 users of olh .* would need 72\.0 GB.*; use fewer users, or a single report through a mechanism with finitely many outputs",
     ):
         sim.sample_cohort((olh,), counts, [np.random.default_rng(0)])
     # a k-RR pair has at most 100^2 distinct tuples: no refusal however many users
