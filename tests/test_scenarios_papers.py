@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import ldpsim
+from ldpsim.running.open_runs import load_open_scenario
 from ldpsim.running.scenario import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
@@ -28,6 +29,10 @@ def test_there_is_a_scenario_per_figure_of_the_brief():
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
 def test_scenario_validates_and_says_what_it_reproduces(path):
+    if 'kind = "heavy-hitters"' in path.read_text():  # run by ldpsim.running.open_runs
+        opened = load_open_scenario(path)  # builds every sweep point's plugins
+        assert len(opened.setups) == math.prod(len(a.values) for a in opened.axes)
+        return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # check-ins outside a sub-box are left out, with a warning
         scenario = load_scenario(path)  # builds every sweep point's plugins
