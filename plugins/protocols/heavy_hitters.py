@@ -14,7 +14,7 @@ plus "everything else", then pruning) is :mod:`ldpsim_plugins.estimators.heavy_h
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -31,7 +31,10 @@ RULE_DOC = (
 
 
 class Searched(HeavyHitterProtocol):
-    """What PEM and TreeHist share: the pruning rule and the confidence of its bounds."""
+    """What PEM, TreeHist and SFP share: the pruning rule, the confidence of its bounds, and the search
+    (``search``: the library's ``*_heavy_hitters`` function for the protocol)."""
+
+    search: ClassVar[Callable[..., FoundItems]]
 
     rule = Param("str", "topk", choices=RULES, doc=RULE_DOC)
     threshold = Param("float", 0.01, gt=0, lt=1, doc="the frequency an upper bound must reach under rule = ucb")
@@ -47,11 +50,15 @@ class Searched(HeavyHitterProtocol):
     def collect(self, domain: OpenDomain, values: np.ndarray, rng: np.random.Generator) -> Any:
         return self.protocol(domain).sample(values, rng)
 
+    def find(self, domain: OpenDomain, reports: Any) -> FoundItems:
+        return self.search(self.protocol(domain), reports, rule=self.rule, threshold=self.threshold, level=self.level)
+
 
 class PEMProtocol(Searched):
     """PEM (Wang et al. TDSC 2019): groups of users report prefixes step bits longer than the last through OLH"""
 
     name = "pem"
+    search = staticmethod(pem_heavy_hitters)
     step = Param("int", 2, ge=1, doc="bits each level adds (the paper's eta); must divide bits - start_bits")
     start_bits = Param("int", None, doc="bits before the first level (default ceil(log2 k))")
     hash_pool = Param(
@@ -61,31 +68,23 @@ class PEMProtocol(Searched):
     def protocol(self, domain: OpenDomain) -> PEM:
         return PEM(domain, self.eps, self.k, self.step, self.start_bits, self.hash_pool)
 
-    def find(self, domain: OpenDomain, reports: Any) -> FoundItems:
-        return pem_heavy_hitters(
-            self.protocol(domain), reports, rule=self.rule, threshold=self.threshold, level=self.level
-        )
-
 
 class TreeHistProtocol(Searched):
     """TreeHist (Bassily et al. NeurIPS 2017): a prefix tree over Hadamard response, eps/2 per prefix and word"""
 
     name = "treehist"
+    search = staticmethod(treehist_heavy_hitters)
     step = Param("int", 1, ge=1, doc="bits per level (1: the paper's binary tree); must divide bits")
 
     def protocol(self, domain: OpenDomain) -> TreeHist:
         return TreeHist(domain, self.eps, self.k, self.step)
-
-    def find(self, domain: OpenDomain, reports: Any) -> FoundItems:
-        return treehist_heavy_hitters(
-            self.protocol(domain), reports, rule=self.rule, threshold=self.threshold, level=self.level
-        )
 
 
 class SFPProtocol(Searched):
     """Apple's sequence-fragment puzzle (2017): a fragment keyed by a word hash and the whole word, CMS or HCMS"""
 
     name = "sfp"
+    search = staticmethod(sfp_heavy_hitters)
     fragment_bits = Param("int", 8, ge=1, doc="bits per fragment; must divide bits")
     hash_bits = Param("int", 8, ge=1, le=32, doc="bits of the whole-word hash that keys each fragment (Apple's: 8)")
     oracle = Param("str", "cms", choices=tuple(APPLE_SIZES), doc="the sketch: cms or hcms (Apple's deployed sizes)")
@@ -102,11 +101,6 @@ class SFPProtocol(Searched):
             oracle=self.oracle,
             hashes=self.hashes,
             buckets=self.buckets,
-        )
-
-    def find(self, domain: OpenDomain, reports: Any) -> FoundItems:
-        return sfp_heavy_hitters(
-            self.protocol(domain), reports, rule=self.rule, threshold=self.threshold, level=self.level
         )
 
 
