@@ -211,32 +211,37 @@ def found_dataset(
             out += [*sweeps, "rep"] if d == TASK else sweeps if d == POINT else [d]
         return out
 
-    def value(var: Variable, run: FoundRun, label: str | None) -> object:
-        if var.name in ("f1", "precision", "recall", "frequency_error"):
-            return getattr(run.scores[str(label)], var.name)
-        if label is not None:
-            items = run.found[label]
-            per_rank = {
-                "found": items.items.size,
-                "item_name": [(run.names or {}).get(int(i), "") for i in items.items],
-                "item": items.items,
-                "frequency": items.frequency,
-                "upper": items.upper,
-                "item_truth": run.item_truth[label],
-                "seconds": run.seconds[label],
-                "simulation_seconds": run.simulation_seconds[label],
-            }
-            return per_rank[var.name]
-        run_level = {
+    named = any(run.names for run in runs)
+
+    def names(run: FoundRun, items: np.ndarray) -> list[str]:
+        return [(run.names or {}).get(int(i), "") for i in items] if named else []
+
+    def per_protocol(run: FoundRun, label: str) -> dict[str, object]:
+        found, score = run.found[label], run.scores[label]
+        return {
+            **{var.name: getattr(score, var.name) for var in SCORES},
+            "found": found.items.size,
+            "item": found.items,
+            "item_name": names(run, found.items),
+            "frequency": found.frequency,
+            "upper": found.upper,
+            "item_truth": run.item_truth[label],
+            "seconds": run.seconds[label],
+            "simulation_seconds": run.simulation_seconds[label],
+        }
+
+    # each run's values once, by variable name: a protocol's (per_protocol), then the run's own
+    tables = [[per_protocol(run, label) for label in labels] for run in runs]
+    run_tables = [
+        {
             "top_item": run.top_item,
             "top_frequency": run.top_frequency,
-            "top_name": [(run.names or {}).get(int(i), "") for i in run.top_item],
+            "top_name": names(run, run.top_item),
             "distinct_values": run.distinct_values,
         }
-        return run_level[var.name]
-
+        for run in runs
+    ]
     data: dict[str, xr.Variable] = {}
-    named = any(run.names for run in runs)
     for var in FOUND_VARIABLES:
         if var.optional and not named:
             continue
@@ -247,9 +252,9 @@ def found_dataset(
         per_estimator = var.dims[0] == "estimator"
         tail = [sizes[d] for d in var.item_dims]
         array = np.full((len(labels) if per_estimator else 1, len(runs), *tail), var.fill, dtype=var.dtype)
-        for r, run in enumerate(runs):
-            for e, label in enumerate(labels if per_estimator else [None]):
-                got = np.asarray(value(var, run, label))
+        for r in range(len(runs)):
+            for e, table in enumerate(tables[r] if per_estimator else [run_tables[r]]):
+                got = np.asarray(table[var.name])
                 if tail:
                     got = got[: tail[0]]
                     array[e, r, : got.size] = got
