@@ -7,7 +7,7 @@ Each worker draws a shard (:func:`ldpsim.running.shards.draw_shard`) and reduces
 (``Mechanism.bit_counts``, the reference count); the client sums them in shard order. The serial run draws
 the same shards here, one after the other. A worker's peak is its VmHWM (resident high-water mark).
 
-    python benchmarks/bench_shards.py --users 10000000 --workers 2
+    python benchmarks/bench_shards.py --users 10000000 --workers 2 --unsharded   # and the unsharded run's counts
     python benchmarks/bench_shards.py --users 100000000 --workers 2 --first 2   # two of 10^8's 23 shards
 """
 
@@ -66,7 +66,7 @@ def shard_bits(doc: dict, index: int, shares: tuple) -> tuple[int, np.ndarray, i
 
     setup = setup_of(doc)
     started = time.perf_counter()
-    (group,) = draw_shard(setup, doc["seed"], (0,), index, shares)
+    (group,) = draw_shard(setup, doc["seed"], (0,), shares)
     drawn = time.perf_counter()
     bits = setup.cohorts[0].plan[0].bit_counts(group.reports, group.counts)
     return index, bits, os.getpid(), peak_bytes(), drawn - started, time.perf_counter() - drawn
@@ -79,6 +79,9 @@ def main() -> None:
     parser.add_argument("--shards", default="auto", help='an integer, or "auto"')
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--no-serial", action="store_true", help="skip the serial run (no identity check)")
+    parser.add_argument(
+        "--unsharded", action="store_true", help="draw the run unsharded here too (it must fit) and compare"
+    )
     parser.add_argument("--spawn", action="store_true", help="spawned workers (dask's default) instead of forked")
     parser.add_argument(
         "--first",
@@ -148,6 +151,21 @@ def main() -> None:
     )
     if not same:
         raise SystemExit("per-bit counts differ between the dask and the serial runs")
+    if args.unsharded:
+        from ldpsim.running.simulation import cohort_values, draw_cohort
+
+        started = time.perf_counter()
+        shares, _, _ = cohort_values(setup, doc["seed"], (0,))
+        whole = draw_cohort(setup, doc["seed"], (0,), 0, shares[0])  # the unsharded run's draw, all chunks here
+        bits = setup.cohorts[0].plan[0].bit_counts(whole.reports, whole.counts)
+        same = bool(np.array_equal(bits, dask_bits))
+        print(
+            f"unsharded, this process: {time.perf_counter() - started:.1f} s; peak {peak_bytes() / 1e9:.2f} GB;"
+            f" per-bit counts identical to the shards': {same}",
+            flush=True,
+        )
+        if not same:
+            raise SystemExit("per-bit counts differ between the sharded and the unsharded runs")
 
 
 if __name__ == "__main__":

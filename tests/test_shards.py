@@ -1,4 +1,4 @@
-"""Sharded runs (issue 31): the same numbers whatever runs the shards, and the unsharded run's law."""
+"""Sharded runs (issue 31): the unsharded run's numbers, bit for bit, whatever the shard count or executor."""
 
 from __future__ import annotations
 
@@ -7,15 +7,17 @@ import math
 
 import numpy as np
 import pytest
-from helpers import assert_same_numbers
+from helpers import assert_same_numbers, make
 from scipy import stats
 
-from ldpsim import Executor, ScenarioError
+from ldpsim import Executor, Integers, ScenarioError
 from ldpsim.running import shards as shards_module
 from ldpsim.running.build import Builder
 from ldpsim.running.runner import execute, run_task, tasks
 from ldpsim.running.scenario import load_scenario
-from ldpsim.running.shards import draw_shard, merge_shards, shard_count, shard_sizes, split_run
+from ldpsim.running.shards import draw_shard, merge_shards, shard_chunks, shard_count, split_run
+from ldpsim.running.tasks import simulate
+from ldpsim.theory import sampling
 
 SHARDED = {
     "name": "sharded",
@@ -79,32 +81,69 @@ def test_a_dask_cluster_gives_the_serial_numbers(serial, workers):
     assert_same_numbers(serial, execute(load_scenario(SHARDED), executor=Dask(workers=workers)))
 
 
-def test_a_run_splits_its_users_into_shards_of_equal_size():
-    setup = setup_of(SHARDED)
-    truth, shares = split_run(setup, 7, (0,))
-    assert len(shares) == 3
-    for c, cohort in enumerate(setup.cohorts):
-        parts = [share[c] for share in shares]
-        assert [int(p.sum()) for p in parts] == shard_sizes(cohort.users, 3) == [500, 500, 500]
-    whole = sum(share[c] for share in shares for c in range(len(setup.cohorts)))
-    np.testing.assert_array_equal(whole, np.round(truth * setup.users).astype(np.int64))
-    assert shard_sizes(7, 3) == [3, 2, 2] and shard_sizes(2, 3) == [1, 1, 0]
+def test_shards_take_consecutive_chunk_ranges_as_equal_as_they_go():
+    assert shard_chunks(7, 3) == [range(0, 3), range(3, 5), range(5, 7)]
+    assert shard_chunks(2, 3) == [range(0, 1), range(1, 2), range(2, 2)]  # the first never empty
+    assert shard_chunks(1, 4)[0] == range(0, 1) and all(not r for r in shard_chunks(1, 4)[1:])
+    for chunks in range(0, 40):
+        for shards in range(1, 9):
+            ranges = shard_chunks(chunks, shards)
+            assert [i for r in ranges for i in r] == list(range(chunks))
+            assert max(map(len, ranges)) - min(map(len, ranges)) <= 1
 
 
-def test_sharded_unary_bit_counts_follow_the_unsharded_law():
-    """Given the run's value counts n_x, bit x of OUE is set by Binomial(n_x, 1/2) + Binomial(n - n_x, q) users
-    however the users are split into shards (a sum of independent binomials of one p is one binomial), as in an
-    unsharded run. sum z^2 over 32 bits x 40 runs is about chi2(1280) (normal approximation of binomials of
-    hundreds of users); each tail is tested at 1e-4, so a correct sampler fails about 2 in 10^4 seeds."""
+def observations_of(doc, rep=0):
+    scenario = load_scenario(doc)
+    task = [t for t in tasks(scenario) if t.key[-1] == rep][0]
+    return simulate(task, scenario.builder)
+
+
+@pytest.mark.parametrize("shards", [1, 2, 3, 5, 11])
+def test_a_sharded_run_draws_the_unsharded_runs_reports_bit_for_bit(monkeypatch, shards):
+    """Chunks of 60 OUE users (32 bits: one word a report): 1500 users in 25 chunks, cut among the shards;
+    k-RR is drawn whole by shard 0. Each cohort's groups, and so the estimates, equal the unsharded run's."""
+    monkeypatch.setattr(sampling, "CHUNK_INTS", 60)
+    unsharded = {k: v for k, v in SHARDED.items() if k != "shards"}
+    setup, truth, whole = observations_of(unsharded)
+    assert sampling.chunk_count(setup.cohorts[0].plan, setup.cohorts[0].users) == 25
+    _, truth_s, parts = observations_of({**SHARDED, "shards": shards})
+    np.testing.assert_array_equal(truth, truth_s)
+    assert len(whole.groups) == len(parts.groups) == 2
+    for g, h in zip(whole.groups, parts.groups):
+        assert g.plan == h.plan
+        np.testing.assert_array_equal(g.reports, h.reports)
+        np.testing.assert_array_equal(g.counts, h.counts)
+    if shards > 1:
+        truth_3, split = split_run(setup_of({**SHARDED, "shards": shards}), 7, (0,))
+        assert sum(part[0] is not None for part in split) == min(shards, 25)  # the OUE chunks in every shard
+        assert all(part[1] is None for part in split[1:])  # k-RR whole, in shard 0
+
+
+def test_a_sharded_execute_equals_the_unsharded_one(monkeypatch):
+    monkeypatch.setattr(sampling, "CHUNK_INTS", 60)
+    unsharded = execute(load_scenario({k: v for k, v in SHARDED.items() if k != "shards"}), executor="serial")
+    sharded = execute(load_scenario({**SHARDED, "shards": 4}), executor=Reversed())
+    for name in ("estimate", "truth", "distinct_reports", "tv"):
+        np.testing.assert_array_equal(unsharded[name].values, sharded[name].values)
+
+
+def test_chunks_drawn_from_their_own_streams_keep_the_law(monkeypatch):
+    """Chunks of 60 users, each from its own stream: given the run's value counts n_x, bit x of OUE is set by
+    Binomial(n_x, 1/2) + Binomial(n - n_x, q) users, as when one stream drew them all (a sum of independent
+    binomials of one p is one binomial). sum z^2 over 32 bits x 40 runs is about chi2(1280) (normal
+    approximation of binomials of hundreds of users); each tail is tested at 1e-4, so a correct sampler fails
+    about 2 in 10^4 seeds. Chunks given the same stream, or a stream shared between them, would fail it."""
+    monkeypatch.setattr(sampling, "CHUNK_INTS", 60)
     doc = {**SHARDED, "shards": 5, "users": 4000, "cohorts": {"unary": {**SHARDED["cohorts"]["unary"], "share": 1}}}
     setup = setup_of(doc)
     (cohort,) = setup.cohorts
     mech, n = cohort.plan[0], cohort.users
+    assert sampling.chunk_count(cohort.plan, n) == 67
     p, q = 0.5, 1 / (math.e + 1)
     runs, z2 = 40, 0.0
     for rep in range(runs):
         truth, shares = split_run(setup, 11, (rep,))
-        obs = merge_shards(setup, [draw_shard(setup, 11, (rep,), s, share) for s, share in enumerate(shares)])
+        obs = merge_shards(setup, [draw_shard(setup, 11, (rep,), share) for share in shares])
         (group,) = obs.groups
         bits = mech.bit_counts(group.reports, group.counts)
         held = np.round(truth * n)
@@ -113,6 +152,26 @@ def test_sharded_unary_bit_counts_follow_the_unsharded_law():
         z2 += float((((bits - mean) ** 2) / var).sum())
     dof = runs * mech.domain.size
     assert stats.chi2.ppf(1e-4, dof) < z2 < stats.chi2.ppf(1 - 1e-4, dof)
+
+
+def test_one_generator_for_several_reports_gives_each_chunk_independent_reports(monkeypatch):
+    """A plan's reports sharing one generator (as a benchmark may pass it) get children apart by report: two
+    k-RR reports of an identity-like channel would otherwise coincide in every chunk after the first."""
+    monkeypatch.setattr(sampling, "CHUNK_INTS", 8)
+    mech = make("mechanism", "krr", Integers(low=0, high=9), eps=0.1)
+    rng = np.random.default_rng(3)
+    a = sampling.chunk_stream(rng, 2, 0).integers(0, 2**62, 4)
+    b = sampling.chunk_stream(rng, 2, 1).integers(0, 2**62, 4)
+    assert not np.array_equal(a, b)
+    assert sampling.chunk_stream(rng, 0, 1) is rng
+    c = sampling.chunk_stream(np.random.default_rng(3), 2, 0).integers(0, 2**62, 4)
+    np.testing.assert_array_equal(a, c)  # a function of the seed and position, not of the draws before
+    counts = np.array([4000] + [0] * 9)
+    reports, n = sampling.per_user_part((mech, mech), counts, [rng, rng])
+    same = int(n[reports[:, 0] == reports[:, 1]].sum())
+    keep = mech.matrix[0, 0]
+    p_same = float((mech.matrix[0] ** 2).sum())
+    assert keep < 0.2 and stats.binomtest(same, 4000, p_same).pvalue > 1e-4  # not 4000 (copies)
 
 
 def test_auto_takes_as_many_shards_as_the_per_user_bytes_need(monkeypatch):
@@ -143,18 +202,3 @@ def test_a_sweep_over_the_shard_count_runs_each_point_as_its_tasks_do():
     for task in tasks(scenario):
         mine = run_task(task)
         np.testing.assert_array_equal(mine["estimate"], ds["estimate"].isel(s=task.point.index[0], rep=0).values)
-    assert not np.array_equal(ds["estimate"].isel(s=0).values, ds["estimate"].isel(s=1).values)  # other streams
-
-
-def test_a_split_too_large_to_draw_names_the_shards_not_cohorts():
-    """numpy's hypergeometric sampler stops below 10^9 users: a shard split that large says shards."""
-    from ldpsim import ParameterError
-    from ldpsim.theory.sampling import MAX_HYPERGEOMETRIC, split_counts
-
-    counts = np.array([MAX_HYPERGEOMETRIC // 2, MAX_HYPERGEOMETRIC - MAX_HYPERGEOMETRIC // 2])
-    halves = [MAX_HYPERGEOMETRIC // 2, MAX_HYPERGEOMETRIC - MAX_HYPERGEOMETRIC // 2]
-    with pytest.raises(ParameterError, match="too many to split among shards") as refused:
-        split_counts(counts, halves, np.random.default_rng(0), "shards")
-    assert "cohort" not in str(refused.value)
-    with pytest.raises(ParameterError, match="among cohorts.*single cohort"):
-        split_counts(counts, halves, np.random.default_rng(0))

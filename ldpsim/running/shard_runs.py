@@ -15,10 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..base.threads import holds_one_blas_thread, one_blas_thread
-from ..estimation.observations import BitTally, ReportGroup
 from ..plugin.executor import Executor
 from .build import Builder, Setup
-from .shards import Shares, draw_shard, merge_shards, split_run
+from .shards import Drawn, Shares, draw_shard, merge_shards, split_run
 from .tasks import Task, TaskRow, finish_row, task_builder
 
 
@@ -31,10 +30,10 @@ class ShardTask:
     shares: Shares
 
 
-def run_shard(shard: ShardTask) -> tuple[tuple[int, ...], int, list[ReportGroup | BitTally]]:
+def run_shard(shard: ShardTask) -> tuple[tuple[int, ...], int, Drawn]:
     """A shard's grouped reports, with the run's key and the shard's index (a worker builds the setup once per run)."""
     setup = task_builder(shard.task).setup(shard.task.point)
-    return shard.task.key, shard.index, draw_shard(setup, shard.task.seed, shard.task.key, shard.index, shard.shares)
+    return shard.task.key, shard.index, draw_shard(setup, shard.task.seed, shard.task.key, shard.shares)
 
 
 def sharded_rows(executor: Executor, tasks: Sequence[Task], builder: Builder) -> Iterator[TaskRow]:
@@ -55,7 +54,7 @@ def sharded_rows(executor: Executor, tasks: Sequence[Task], builder: Builder) ->
         Each run's row, as soon as all of its shards are back.
     """
     started = time.perf_counter()
-    runs: dict[tuple[int, ...], tuple[Task, Setup, np.ndarray, list[list[ReportGroup | BitTally] | None]]] = {}
+    runs: dict[tuple[int, ...], tuple[Task, Setup, np.ndarray, list[Drawn | None]]] = {}
     shards: list[ShardTask] = []
     for task in tasks:
         setup = builder.setup(task.point)

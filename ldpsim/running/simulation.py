@@ -10,9 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..base.memory import require_memory
-from ..theory.sampling import counted, per_user_bytes, require_per_user, split_counts, tallied
+from ..estimation.observations import BitTally, ReportGroup
+from ..theory.sampling import cohort_group, counted, per_user_bytes, require_per_user, split_counts, tallied
 from .build import Setup
-from .expected import expected_bytes
+from .expected import expected_bytes, expected_group
 
 
 def stream(seed: int, *key: int) -> np.random.Generator:
@@ -43,6 +44,46 @@ def cohort_values(setup: Setup, seed: int, key: tuple[int, ...]) -> tuple[list[n
             shares[c] = cohort.dataset.sample_counts(cohort.users, stream(seed, *key, 3, c))
         held += shares[c]
     return shares, held, setup.users - fake
+
+
+def draw_cohort(
+    setup: Setup, seed: int, key: tuple[int, ...], c: int, share: np.ndarray, chunks: range | None = None
+) -> ReportGroup | BitTally | None:
+    """Cohort ``c``'s aggregated reports in a run (None: no users, or nothing observed), from its streams.
+
+    ``share`` is the cohort's value counts (:func:`cohort_values`). An attacker cohort sends its attack's fake
+    reports (stream ``(2, c, 0)``), tagged with the attacked users' prior; an ``observe = "expected"`` cohort its
+    expected report counts; every other cohort its users' reports from streams ``(2, c, j)``, as counts, per-bit
+    counts (:func:`takes_bit_counts` and :func:`ldpsim.theory.sampling.tallied`) or one user at a time, in which
+    case ``chunks`` draws only those chunks of its users (:func:`split_per_user`: a shard's part of the run).
+    """
+    cohort = setup.cohorts[c]
+    if not cohort.users:
+        return None
+    # users with their own dataset have a local prior the collector knows (002 Sec. V-A4)
+    prior = cohort.dataset.distribution() if cohort.dataset is not None else None
+    if cohort.attack is not None:  # fake users: the attack's reports, estimated as the attacked cohort's
+        fakes = cohort.attack.sample(cohort.plan[0], cohort.users, stream(seed, *key, 2, c, 0))
+        return ReportGroup(cohort.plan, *fakes, prior)
+    if cohort.observe == "expected":  # the infinite-data limit: no report is drawn
+        return expected_group(cohort.plan, share, prior)
+    rngs = [stream(seed, *key, 2, c, j) for j in range(len(cohort.plan))]
+    bits = takes_bit_counts(setup) and tallied(cohort.plan, cohort.users)
+    return cohort_group(cohort.plan, share, rngs, prior, bit_counts=bits, chunks=chunks)
+
+
+def split_per_user(setup: Setup, c: int) -> bool:
+    """Whether cohort ``c`` of a run is drawn one user at a time, in chunks a sharded run splits among its shards.
+
+    Not attackers, expected counts, per-bit counts or report counts: those are drawn whole, at a cost that
+    does not grow with the users (or as the attack does).
+    """
+    cohort = setup.cohorts[c]
+    if not cohort.users or cohort.attack is not None or cohort.observe == "expected":
+        return False
+    if takes_bit_counts(setup) and tallied(cohort.plan, cohort.users):
+        return False
+    return not counted(cohort.plan, cohort.users)
 
 
 def takes_bit_counts(setup: Setup) -> bool:

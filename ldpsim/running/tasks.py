@@ -11,10 +11,10 @@ with stream 0 for the dataset's value counts (``Dataset.sample_counts``), 1
 for splitting them among the cohorts (sequential multivariate hypergeometric
 draws, in cohort order), ``(2, cohort, report)`` for each report of each
 cohort (one multinomial per value for a single report through a finite
-matrix, else the mechanism's sampler on users grouped by value, in chunks;
-see :mod:`ldpsim.simulation`) and ``(3, cohort)`` for the value counts of a
-cohort with its own dataset; a sharded run (``shards``) draws from ``(4, cohort)`` and ``(5, cohort, shard,
-report)`` instead of ``(2, cohort, report)`` (:mod:`.shards`). An attacker cohort holds no value and draws its fake reports from
+matrix, else the mechanism's sampler on users grouped by value, in chunks, chunk ``i > 0`` from the
+child ``(i, report)`` of that stream; see :mod:`ldpsim.theory.sampling`) and ``(3, cohort)`` for the value
+counts of a cohort with its own dataset; a sharded run (``shards``) draws the same chunks from the same
+streams in several tasks (:mod:`.shards`). An attacker cohort holds no value and draws its fake reports from
 ``(2, cohort, 0)`` (:class:`ldpsim.Attack`); the truth is then the honest users' distribution. A cohort with ``observe = "expected"`` draws no
 reports (its expected report counts, :mod:`.expected`); its stream is unused. A task's result
 therefore depends only on the scenario and its own position in the grid, not
@@ -39,20 +39,18 @@ import numpy as np
 from ..base.threads import holds_one_blas_thread, one_blas_thread, one_blas_thread_for_good
 from ..estimation.backend import NATIVE, resolve_backend
 from ..estimation.estimator import Estimator
-from ..estimation.observations import Observations, ReportGroup
+from ..estimation.observations import Observations
 from ..model.memoized import MemoizedMechanism
 from ..model.metric import Metric
 from ..model.variables import DOMAIN, Variable
 from ..plugin.registry import get_registry
 from ..results.noisy import noisy_distribution
 from ..results.variables import CORE, PRIVACY_LEVELS, declared
-from ..theory.sampling import cohort_group, tallied
 from .build import Builder, Cohort, Setup
-from .expected import expected_group
 from .scenario import Scenario
 from .shards import simulate_sharded
 from .shuffled import cohort_central
-from .simulation import cohort_values, stream, takes_bit_counts
+from .simulation import cohort_values, draw_cohort
 from .sweep import Point
 
 
@@ -153,25 +151,7 @@ def simulate(task: Task, builder: Builder | None = None) -> tuple[Setup, np.ndar
     if setup.shards is not None:  # split into shards, drawn here one after the other (see .shards)
         return (setup, *simulate_sharded(setup, task.seed, key))
     shares, held, honest = cohort_values(setup, task.seed, key)
-    bits = takes_bit_counts(setup)  # per-bit counts are drawn for cohorts too large for reports (tallied)
-    groups: list[Any] = []  # each cohort's reports (None: none drawn)
-    for c, (cohort, share) in enumerate(zip(setup.cohorts, shares)):
-        if not cohort.users:
-            continue
-        if cohort.attack is not None:  # fake users: the attack's reports, estimated as the attacked cohort's
-            fakes = cohort.attack.sample(cohort.plan[0], cohort.users, stream(task.seed, *key, 2, c, 0))
-            posing = cohort.dataset.distribution() if cohort.dataset is not None else None  # the attacked's prior
-            groups.append(ReportGroup(cohort.plan, *fakes, posing))
-            continue
-        # users with their own dataset have a local prior the collector knows (002 Sec. V-A4)
-        prior = cohort.dataset.distribution() if cohort.dataset is not None else None
-        if cohort.observe == "expected":  # the infinite-data limit: no report is drawn
-            groups.append(expected_group(cohort.plan, share, prior))
-            continue
-        rngs = [stream(task.seed, *key, 2, c, j) for j in range(len(cohort.plan))]
-        groups.append(
-            cohort_group(cohort.plan, share, rngs, prior, bit_counts=bits and tallied(cohort.plan, cohort.users))
-        )
+    groups = [draw_cohort(setup, task.seed, key, c, share) for c, share in enumerate(shares)]
     truth = held / honest  # the honest users' distribution
     return setup, truth, Observations(setup.domain, [g for g in groups if g is not None])
 

@@ -49,14 +49,11 @@ MAX_HYPERGEOMETRIC = 10**9
 BIT_COUNT_MIN_INTS = 1 << 28
 
 
-def split_counts(
-    counts: np.ndarray, sizes: Sequence[int], rng: np.random.Generator, among: str = "cohorts"
-) -> list[np.ndarray]:
+def split_counts(counts: np.ndarray, sizes: Sequence[int], rng: np.random.Generator) -> list[np.ndarray]:
     """Value counts of groups of the given sizes, drawn without replacement from ``counts``.
 
     Same law as cutting a uniformly random permutation of the users into
-    consecutive groups; ``sum(sizes)`` must equal ``counts.sum()``. ``among`` names the groups in the
-    refusal of a split too large to draw ("cohorts", "shards").
+    consecutive groups; ``sum(sizes)`` must equal ``counts.sum()``.
     """
     left = np.array(counts, dtype=np.int64)
     if sum(sizes) != int(left.sum()):
@@ -68,12 +65,10 @@ def split_counts(
         else:
             if int(left.sum()) >= MAX_HYPERGEOMETRIC:
                 raise ParameterError(
-                    f"{int(left.sum())} users are too many to split among {among} (numpy's hypergeometric sampler"
+                    f"{int(left.sum())} users are too many to split among cohorts (numpy's hypergeometric sampler"
                     f" stops below {MAX_HYPERGEOMETRIC})",
                     field="users",
-                    hint="use fewer users or a single cohort"
-                    if among == "cohorts"
-                    else f"use fewer users or no {among}",
+                    hint="use fewer users or a single cohort",
                 )
             part = rng.multivariate_hypergeometric(left, size, method="marginals")
         left = left - part
@@ -115,7 +110,7 @@ def sample_cohort(
         matrix = count_matrix(plan[0])
         if matrix is not None:
             return _count_reports(matrix, counts, rngs[0])
-    return _per_user_reports(plan, counts, rngs)
+    return per_user_part(plan, counts, rngs)
 
 
 def _count_reports(m: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -143,19 +138,56 @@ def distinct_bound(plan: Sequence[Mechanism], users: int) -> int:
     return bound
 
 
-def _per_user_reports(
-    plan: Sequence[Mechanism], counts: np.ndarray, rngs: Sequence[np.random.Generator]
+def chunk_users(plan: Sequence[Mechanism]) -> int:
+    """Users per chunk of a cohort drawn one user at a time: :data:`CHUNK_INTS` integers of reports (at least one)."""
+    return max(1, CHUNK_INTS // plan_width(plan))
+
+
+def chunk_count(plan: Sequence[Mechanism], users: int) -> int:
+    """How many chunks ``users`` users of ``plan`` are drawn in (see :func:`per_user_part`)."""
+    return -(-users // chunk_users(plan))
+
+
+def chunk_stream(rng: np.random.Generator, chunk: int, report: int) -> np.random.Generator:
+    """The generator of report ``report`` of chunk ``chunk``: ``rng`` itself for chunk 0, else a child of its
+    seed sequence (spawn key extended by ``(chunk, report)``), a function of the chunk's position alone.
+
+    So any chunk can be drawn without drawing the ones before it (a shard draws its own chunks), and a
+    cohort of one chunk draws from ``rng`` exactly as before chunks had streams of their own. ``report``
+    keeps the children apart when one generator serves several reports of a plan.
+    """
+    if chunk == 0:
+        return rng
+    seq = rng.bit_generator.seed_seq
+    if not isinstance(seq, np.random.SeedSequence):  # a generator restored from a state: no seed to derive from
+        raise ValueError("chunked draws need generators seeded through numpy.random.SeedSequence")
+    child = np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, chunk, report), pool_size=seq.pool_size)
+    return np.random.Generator(type(rng.bit_generator)(child))
+
+
+def per_user_part(
+    plan: Sequence[Mechanism], counts: np.ndarray, rngs: Sequence[np.random.Generator], chunks: range | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct report tuples and counts of the cohort's users in ``chunks`` (all of them when None), drawn one
+    user at a time.
+
+    The users, ordered by true value, are cut into chunks of :func:`chunk_users`; chunk ``i`` draws from
+    :func:`chunk_stream` of ``rngs`` and is grouped where it was drawn, then the chunks are grouped in place.
+    The distinct tuples come out in lexicographic order with their counts summed, so grouping the parts of
+    any split of the chunks again gives the whole cohort's groups, bit for bit (a sharded run's).
+    """
     users = int(counts.sum())
-    width = plan_width(plan)
-    require_per_user(plan, users)
+    step = chunk_users(plan)
+    chunks = range(chunk_count(plan, users)) if chunks is None else chunks
+    drawn = min(chunks.stop * step, users) - chunks.start * step
+    require_per_user(plan, drawn)
     ends = np.cumsum(counts)
-    step = max(1, CHUNK_INTS // width)
     parts = []
-    for start in range(0, users, step):
+    for chunk in chunks:
+        start = chunk * step
         # the users start..stop-1, grouped by true value: user i holds the first x with ends[x] > i
         values = np.searchsorted(ends, np.arange(start, min(start + step, users)), side="right")
-        samples = [mech.sample(values, rng) for mech, rng in zip(plan, rngs)]
+        samples = [mech.sample(values, chunk_stream(rng, chunk, j)) for j, (mech, rng) in enumerate(zip(plan, rngs))]
         reports = samples[0] if len(samples) == 1 else np.concatenate(samples, axis=1)
         parts.append(unique_rows(reports))
     if len(parts) == 1:
@@ -231,19 +263,26 @@ def cohort_group(
     prior: np.ndarray | None = None,
     *,
     bit_counts: bool = False,
+    chunks: range | None = None,
 ) -> ReportGroup | BitTally | None:
     """The aggregated reports of one cohort (None if it has no users), tagged with its known ``prior``.
 
     With ``bit_counts`` (the caller's decision: every estimator of the run reads only per-bit counts and
-    :func:`tallied` says so of the whole cohort, of which ``counts`` may be a shard) the users are drawn as
-    their per-bit counts (:class:`ldpsim.BitTally`) where the mechanism draws them, not as reports.
+    :func:`tallied` says so of the cohort) the users are drawn as their per-bit counts
+    (:class:`ldpsim.BitTally`) where the mechanism draws them, not as reports. With ``chunks`` (a cohort drawn
+    one user at a time, :func:`counted` false) only the users of those chunks are drawn (:func:`per_user_part`).
     """
     users = int(np.sum(counts))
     if not users:
         return None
-    if bit_counts:
-        tally = plan[0].sample_bit_counts(np.asarray(counts, dtype=np.int64), rngs[0])
-        if tally is not None:
-            return BitTally(tuple(plan), tally, users, prior)
-    reports, report_counts = sample_cohort(plan, counts, rngs)
+    if chunks is not None:
+        if not len(chunks):
+            return None
+        reports, report_counts = per_user_part(plan, np.asarray(counts, dtype=np.int64), rngs, chunks)
+    else:
+        if bit_counts:
+            tally = plan[0].sample_bit_counts(np.asarray(counts, dtype=np.int64), rngs[0])
+            if tally is not None:
+                return BitTally(tuple(plan), tally, users, prior)
+        reports, report_counts = sample_cohort(plan, counts, rngs)
     return ReportGroup(tuple(plan), reports.astype(np.int64), report_counts.astype(np.int64), prior)
