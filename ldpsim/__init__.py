@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
         gibu,
     )
     from .estimation.estimator import INTERVAL_OUTPUTS, Estimate, Estimator, IntervalEstimator, InversionEstimator
+    from .estimation.held import HeldLikelihood, HeldObservations
     from .estimation.newton import newton_mle
     from .estimation.observations import BitTally, Observations, ReportGroup
     from .estimation.operators import (
@@ -72,7 +73,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time __getattr__ impor
     from .model.privacy import Privacy, geo_level, ldp_level, lip_level
     from .model.tuples import ProductChannel, Term, TupleMechanism
     from .model.variables import DOMAIN, POINT, ROUND, TASK, Variable
-    from .plugin.executor import Executor
+    from .plugin.executor import Executor, Held
     from .plugin.hookspecs import hookimpl
     from .plugin.registry import PluginWarning, Registry, get_registry, register, registered
     from .results.combine import merge_results
@@ -109,6 +110,8 @@ _LAZY: dict[str, str] = {
     "check_start": "estimation.engine",
     "gibu": "estimation.engine",
     "Estimate": "estimation.estimator",
+    "HeldLikelihood": "estimation.held",
+    "HeldObservations": "estimation.held",
     "Estimator": "estimation.estimator",
     "INTERVAL_OUTPUTS": "estimation.estimator",
     "IntervalEstimator": "estimation.estimator",
@@ -170,6 +173,7 @@ _LAZY: dict[str, str] = {
     "TASK": "model.variables",
     "Variable": "model.variables",
     "Executor": "plugin.executor",
+    "Held": "plugin.executor",
     "hookimpl": "plugin.hookspecs",
     "PluginWarning": "plugin.registry",
     "Registry": "plugin.registry",
@@ -269,11 +273,14 @@ __all__ = [
     "EstimationError",
     "Estimator",
     "Executor",
+    "Held",
     "Grid",
     "Integers",
     "InversionEstimator",
     "LdpsimError",
     "Likelihood",
+    "HeldLikelihood",
+    "HeldObservations",
     "Mechanism",
     "Metric",
     "Observations",

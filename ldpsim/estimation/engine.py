@@ -124,7 +124,11 @@ class Likelihood:
 
     @classmethod
     def of(cls, observations: Observations, support: np.ndarray | None = None) -> Likelihood:
-        """The (cached) likelihood of ``observations``, optionally on a support."""
+        """The (cached) likelihood of ``observations``, optionally on a support; of observations held elsewhere
+        (:class:`~ldpsim.estimation.held.HeldObservations`), the likelihood of their parts' passes."""
+        held = observations.held_likelihood(support)
+        if held is not None:
+            return held
         if support is not None and np.all(support):
             support = None  # the whole domain: share the unrestricted likelihood
         key = None if support is None else np.asarray(support, dtype=bool).tobytes()
@@ -210,11 +214,17 @@ class Likelihood:
         ``n log(max_x g_x / n)`` bounds the log-likelihood still to gain: a duality-gap certificate.
         On a likely subset the bound holds against every MLE, which lies in it (004 Thm. 8.1).
         """
-        top = float(np.max(grad)) / self.n
-        if not math.isfinite(top):
-            return math.inf, math.inf
-        excess = max(top - 1.0, 0.0)
-        return excess, self.n * math.log1p(excess)
+        return kkt_certificate(grad, self.n)
+
+
+def kkt_certificate(grad: np.ndarray, n: float) -> tuple[float, float]:
+    """(relative KKT violation, gap bound) from the gradient of a likelihood of ``n`` users
+    (:meth:`Likelihood.certificate`, for any likelihood that gives its gradient)."""
+    top = float(np.max(grad)) / n
+    if not math.isfinite(top):
+        return math.inf, math.inf
+    excess = max(top - 1.0, 0.0)
+    return excess, n * math.log1p(excess)
 
 
 #: the stopping rules of :func:`gibu`

@@ -205,6 +205,19 @@ class Estimator(Configurable):
         """
         return False
 
+    def reads_passes(self) -> bool:
+        """Whether this estimator, as configured, reads the observations only through their likelihood's passes.
+
+        Such an estimator calls nothing of its observations but ``Likelihood.of(observations)`` (on the
+        whole domain, or on ``observations.likely_subset()`` when that is not None) and, of that likelihood,
+        ``size``, ``n``, ``em_parts``, ``em_step``, ``certify`` and ``certificate``; and nothing of it for its
+        certificate, when ``certify`` asks one, but ``certify``. A run then may keep its reports where
+        they were drawn, in parts, and run each pass as map-reduce over them
+        (:class:`ldpsim.HeldObservations`; ``passes = "shards"``). False by default: override it where that
+        holds (GIBU and its SQUAREM do).
+        """
+        return False
+
     @property
     def stopping_rule(self) -> str:
         """The rule that stops this estimator's iterations ("delta", "kkt"), "none" if not iterative."""

@@ -56,6 +56,7 @@ from ..base.errors import EstimationError, ParameterError
 from .active_set import active_set_mle
 from .backend import Backend, as_backend
 from .engine import DEFAULT_TOL, EMResult, Likelihood, check_start, gibu
+from .held import HeldLikelihood
 from .hessian_rows import dense_likelihood, likelihood_for_passes, named_columns, sampled_rows
 from .interior_point import SHARPEN, Solver, full_support, predictor_corrector
 
@@ -136,6 +137,8 @@ def newton_mle(
         )
     if hessian not in HESSIANS:
         raise ParameterError(f"unknown mode {hessian!r}", field="hessian", hint=f"use one of {', '.join(HESSIANS)}")
+    if isinstance(likelihood, HeldLikelihood):  # the rows are held elsewhere: SQUAREM through the parts' passes
+        return gibu(likelihood, theta0, stop="kkt", tol=tol, max_iter=max_iter, trace=trace, accelerate="squarem")
     reads_rows = isinstance(likelihood.H, np.ndarray) or callable(getattr(likelihood.H, "rows", None))
     if hessian in ("sampled", "active") and not reads_rows:  # both form their Hessians from exact rows
         raise ParameterError(

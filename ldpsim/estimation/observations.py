@@ -530,6 +530,23 @@ class Observations:
     def counts(self) -> np.ndarray:
         return np.concatenate([g.counts for g in self.groups]) if self.groups else np.zeros(0, np.int64)
 
+    def __sizeof__(self) -> int:
+        """Bytes of the reports and counts (what a Dask worker holding these observations accounts for)."""
+        arrays = [a for g in self.groups for a in (g.reports, g.counts)] + [b.tally for b in self.tallies]
+        return object.__sizeof__(self) + sum(int(np.asarray(a).nbytes) for a in arrays)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without what was derived from them (their likelihood refers back to them by a weak
+        reference, which does not pickle): a copy in another process derives its own."""
+        state = dict(self.__dict__)
+        state["_derived"] = {}
+        return state
+
+    def held_likelihood(self, support: np.ndarray | None = None) -> Any:
+        """None: these observations hold their reports (observations held elsewhere give the likelihood of
+        their parts' passes, see :class:`~ldpsim.estimation.held.HeldObservations`)."""
+        return None
+
     def likely_subset(self) -> np.ndarray | None:
         """A likely subset of the domain (004 Sec. 8), when the reports all come from one
         mechanism that knows one; any MLE is zero outside it. None otherwise."""

@@ -13,12 +13,49 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import ClassVar, TypeVar
+from contextlib import contextmanager
+from typing import Any, ClassVar, Generic, TypeVar
 
 from ..model.params import Configurable
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+class Held(Generic[T]):
+    """Results kept where they were computed, one per task (:meth:`Executor.hold`), in task order.
+
+    :meth:`map` runs a function on each of them where it is kept and brings back only what the function
+    returns: the map of a map-reduce whose data never moves (a run's shards' reports, kept on the workers
+    that drew them, each likelihood pass a few kilobytes each way).
+    """
+
+    def map(self, function: Callable[[T, Any], R], argument: Any) -> list[R]:
+        """``[function(kept, argument) for kept in results]``, each computed where it is kept, in task order.
+
+        ``function`` and ``argument`` must be picklable; an exception raised by ``function`` propagates.
+        """
+        raise NotImplementedError
+
+
+class KeptHere(Held[T]):
+    """Results kept in this process (:meth:`Executor.hold`'s default)."""
+
+    def __init__(self, values: Sequence[T]):
+        self.values = list(values)
+
+    def map(self, function: Callable[[T, Any], R], argument: Any) -> list[R]:
+        return [function(value, argument) for value in self.values]
+
+
+class _Indexed:
+    """``function`` of an (index, task) pair, with the index: results that come back in any order, placed."""
+
+    def __init__(self, function: Callable[[Any], Any]):
+        self.function = function
+
+    def __call__(self, pair: tuple[int, Any]) -> tuple[int, Any]:
+        return pair[0], self.function(pair[1])
 
 
 class Executor(Configurable):
@@ -67,6 +104,31 @@ class Executor(Configurable):
         ``try``/``finally``.
         """
         raise NotImplementedError
+
+    @contextmanager
+    def hold(self, function: Callable[[T], R], tasks: Sequence[T]) -> Iterator[Held[R]]:
+        """``function(task)`` for every task, each result kept where it was computed while the block runs.
+
+        Parameters
+        ----------
+        function, tasks
+            As for :meth:`run`.
+
+        Yields
+        ------
+        Held
+            The results, in task order, to :meth:`Held.map` over; released when the block ends.
+
+        Notes
+        -----
+        The default computes the results with :meth:`run` and keeps them in this process (so ``serial`` and
+        ``processes`` hold every result here). An executor whose workers keep state (``dask``: futures
+        left on the workers) overrides it, so that results too large for one process stay spread out.
+        """
+        values: list[Any] = [None] * len(tasks)
+        for index, value in self.run(_Indexed(function), list(enumerate(tasks))):
+            values[index] = value
+        yield KeptHere(values)
 
     @staticmethod
     def cpus() -> int:

@@ -45,6 +45,8 @@ SHARE_TOL = 1e-9
 MAX_USERS = 2**63 - 1
 #: the most shards a run is split into (each shard is a task: a million would be all dispatch)
 MAX_SHARDS = 65_536
+#: where a sharded run's estimators read its reports (``passes``): merged here, or held in the shards
+PASSES = ("merged", "shards")
 
 
 @dataclass
@@ -81,6 +83,9 @@ class Setup:
     #: how many shards each run's users are simulated in (:mod:`.shards`): an integer, ``"auto"``, or None
     #: (unsharded, as before)
     shards: int | str | None = None
+    #: where a sharded run's estimators read its reports (:data:`PASSES`): ``"merged"`` in the dispatching
+    #: process, ``"shards"`` where each shard was drawn, each pass a map-reduce over them
+    passes: str = "merged"
     #: what the tasks of this point derive from it once and share (:mod:`.tasks`: the result variables,
     #: the cohorts' privacy levels); a sweep runs hundreds of tasks on each point's one setup
     derived: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -240,6 +245,7 @@ class Builder:
         resolve_backend(backend, precision)  # a GPU asked for where none is usable fails here, before the run
         setup = Setup(domain, dataset, users, cohorts, estimators, metrics, backend, precision)
         setup.shards = _shards(doc.get("shards"))
+        setup.passes = _passes(doc, estimators)
         return setup
 
     def _cohorts(self, spec: Any, domain: Domain, users: int, dataset: Dataset, observe: str) -> list[Cohort]:
@@ -505,6 +511,41 @@ def _shards(value: Any) -> int | str | None:
             field="shards",
             hint='e.g. shards = 8, or shards = "auto" (from the per-user memory)',
         )
+    return value
+
+
+def _passes(doc: dict, estimators: dict[str, Estimator]) -> str:
+    """The scenario's ``passes``: ``"merged"`` (the default), or ``"shards"`` where that can be done."""
+    value = doc.get("passes", "merged")
+    if value not in PASSES:
+        raise ScenarioError(
+            f"must be one of {', '.join(map(repr, PASSES))}, got {value!r}",
+            field="passes",
+            hint='passes = "shards" keeps each shard\'s reports where it was drawn',
+        )
+    if value == "merged":
+        return value
+    if doc.get("shards") is None:
+        raise ScenarioError(
+            'passes = "shards" needs a sharded run',
+            field="passes",
+            hint='add shards = N (or "auto"), or leave out passes',
+        )
+    if str(doc.get("backend", "numpy")) != "numpy" or doc.get("rounds", "last") != "last":
+        which = "backend" if str(doc.get("backend", "numpy")) != "numpy" else "rounds"
+        raise ScenarioError(
+            f'passes = "shards" runs on numpy, after the last round: not with {which} = {doc.get(which)!r}',
+            field="passes",
+            hint=f'leave out {which}, or passes = "merged"',
+        )
+    for label, estimator in estimators.items():
+        if not estimator.reads_passes():
+            raise ScenarioError(
+                f"{estimator!r} reads more of the reports than its likelihood's passes: it cannot estimate from"
+                " reports held in shards",
+                field=f"estimators.{label}",
+                hint='use ibu or mle (without intervals, per_plan or rounds = "each"), or passes = "merged"',
+            )
     return value
 
 

@@ -34,6 +34,7 @@ from .paths import parse_override
 from .provenance import provenance
 from .scenario import Scenario, load_scenario, read_document
 from .shard_runs import sharded_rows
+from .shards import held_users
 from .simulation import check_simulation_memory
 from .tasks import Task, TaskResult, TaskRow, run_task, shared_builder, simulate, task_row, tasks
 
@@ -360,7 +361,8 @@ def preflight(scenario: Scenario) -> None:
     builder = scenario.builder or Builder(scenario.base_dir)
     for point in scenario.points():
         setup = builder.setup(point)
-        check_simulation_memory(setup)
+        # a run whose shards stay where they were drawn holds no more than a shard's reports in one process
+        check_simulation_memory(setup, held_users(setup) if setup.passes == "shards" else None)
         inverting = {est.rounds for est in setup.estimators.values() if est.inverts_matrices}
         if "all" in inverting:
             check_unbiased_memory([cohort.plan for cohort in setup.cohorts])

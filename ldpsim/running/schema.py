@@ -29,6 +29,7 @@ FIELDS = {
     "backend": 'where the estimators\' passes run: "numpy" (the default), "cupy" or "torch" (a GPU), or "auto"',
     "precision": 'of the passes on a backend: "float64" (the default) or "float32" (two-valued likelihoods)',
     "shards": 'split each run\'s users into this many shards, simulated apart and merged (an integer >= 1, or "auto")',
+    "passes": 'where a sharded run\'s reports are estimated: "merged" (here, the default) or "shards" (each pass a map-reduce over them)',
 }
 #: the top-level ``kind`` of a heavy-hitter scenario (run by :mod:`.open_runs`; a frequency scenario has no kind)
 OPEN_KIND = "heavy-hitters"

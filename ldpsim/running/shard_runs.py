@@ -1,20 +1,29 @@
-"""Sharded runs on an executor: each shard of each run is one task, the runs merged and estimated here.
+"""Sharded runs on an executor: each shard of each run is one task, the runs merged and estimated here, or
+estimated where their shards are.
 
-The executor contract is unchanged (:class:`ldpsim.Executor`): shards go out as tasks like any other,
-their results come back in any order, and each run is merged in shard order once all of its shards
-are back (:func:`.shards.merge_shards`), then estimated and scored in this process. The numbers are
-those of :func:`.tasks.run_task` on the same task, whatever the executor or its workers.
+With ``passes = "merged"`` (the default) shards go out as tasks like any other (:meth:`ldpsim.Executor.run`),
+their results come back in any order, and each run is merged in shard order once all of its shards are back
+(:func:`.shards.merge_shards`), then estimated and scored in this process: the numbers of
+:func:`.tasks.run_task` on the same task, whatever the executor or its workers.
+
+With ``passes = "shards"`` a run's shards are held where they were drawn (:meth:`ldpsim.Executor.hold`: on
+the Dask workers, or here for the other executors), and its estimators read them as
+:class:`ldpsim.HeldObservations`: each likelihood pass one map over the shards and a sum here, so no process
+holds the run's reports. Runs go one after the other, each one's shards side by side.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..base.threads import holds_one_blas_thread, one_blas_thread
+from ..base.threads import holds_one_blas_thread, one_blas_thread, one_blas_thread_for_good
+from ..estimation.held import HeldObservations
+from ..estimation.observations import Observations
 from ..plugin.executor import Executor
 from .build import Builder, Setup
 from .shards import Drawn, Shares, draw_shard, merge_shards, split_run
@@ -59,6 +68,9 @@ def sharded_rows(executor: Executor, tasks: Sequence[Task], builder: Builder) ->
     for task in tasks:
         setup = builder.setup(task.point)
         truth, shares = split_run(setup, task.seed, task.key)
+        if setup.passes == "shards":
+            yield held_row(executor, task, setup, truth, shares)
+            continue
         runs[task.key] = (task, setup, truth, [None] * len(shares))
         shards += [ShardTask(task, s, share) for s, share in enumerate(shares)]
     if not shards:
@@ -70,9 +82,35 @@ def sharded_rows(executor: Executor, tasks: Sequence[Task], builder: Builder) ->
             del runs[key]
             observations = merge_shards(setup, [part for part in parts if part is not None])  # all there
             seconds = time.perf_counter() - started
-            if holds_one_blas_thread():
-                row = finish_row(task, setup, truth, observations, seconds)
-            else:
-                with one_blas_thread():  # as a task's estimation runs on a worker (see .tasks.run_task)
-                    row = finish_row(task, setup, truth, observations, seconds)
-            yield row
+            yield _finished(task, setup, truth, observations, seconds)
+
+
+def _finished(task: Task, setup: Setup, truth: np.ndarray, observations: Observations, seconds: float) -> TaskRow:
+    """:func:`.tasks.finish_row` with one BLAS thread, as a task's estimation runs on a worker (.tasks.run_task)."""
+    if holds_one_blas_thread():
+        return finish_row(task, setup, truth, observations, seconds)
+    with one_blas_thread():
+        return finish_row(task, setup, truth, observations, seconds)
+
+
+def hold_shard(shard: ShardTask) -> Observations:
+    """A shard's observations, to be kept where they were drawn (their likelihood is built there, on the first pass)."""
+    if multiprocessing.parent_process() is not None:  # a worker: one BLAS thread for good, as a task's
+        one_blas_thread_for_good()
+    setup = task_builder(shard.task).setup(shard.task.point)
+    return merge_shards(setup, [draw_shard(setup, shard.task.seed, shard.task.key, shard.shares)])
+
+
+def held_row(executor: Executor, task: Task, setup: Setup, truth: np.ndarray, shares: Sequence[Shares]) -> TaskRow:
+    """A run estimated from its shards where they were drawn (``passes = "shards"``): its row.
+
+    The shards that draw something are held by ``executor`` (:meth:`ldpsim.Executor.hold`) for as long as the
+    run is estimated; every likelihood pass maps :func:`ldpsim.estimation.held.part_pass` over them and sums
+    the parts in shard order, so the numbers do not depend on the executor. They equal the merged run's to the
+    estimators' certificates, not bit for bit (another order of summation; ``mle`` runs SQUAREM, not Newton).
+    """
+    started = time.perf_counter()
+    drawn = [ShardTask(task, s, share) for s, share in enumerate(shares) if any(p is not None for p in share)]
+    with executor.hold(hold_shard, drawn) as held:
+        observations = HeldObservations.over(setup.domain, held)
+        return _finished(task, setup, truth, observations, time.perf_counter() - started)

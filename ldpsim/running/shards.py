@@ -19,13 +19,15 @@ merge's result does not depend on how the chunks were split.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..estimation.held import HeldObservations
 from ..estimation.observations import BitTally, Observations, ReportGroup, sum_equal_parts
-from ..theory.sampling import chunk_count, per_user_bytes
+from ..plugin.executor import KeptHere
+from ..theory.sampling import chunk_count, chunk_users, per_user_bytes
 from .build import Setup
 from .simulation import cohort_values, draw_cohort, split_per_user
 
@@ -70,6 +72,22 @@ def shard_chunks(chunks: int, shards: int) -> list[range]:
     """``range(chunks)`` cut into ``shards`` consecutive ranges as equal as they go, the first never empty
     (when there is a chunk): shard ``s`` takes ``[ceil(s c / S), ceil((s + 1) c / S))``."""
     return [range(-(-s * chunks // shards), -(-(s + 1) * chunks // shards)) for s in range(shards)]
+
+
+def held_users(setup: Setup) -> Callable[[int], int]:
+    """The most users of each cohort one shard draws (``held(c)`` of
+    :func:`ldpsim.running.simulation.check_simulation_memory`): its largest range of chunks' users."""
+    shards = shard_count(setup)
+
+    def held(c: int) -> int:
+        cohort = setup.cohorts[c]
+        if not split_per_user(setup, c):
+            return cohort.users
+        step = chunk_users(cohort.plan)
+        ranges = shard_chunks(chunk_count(cohort.plan, cohort.users), shards)
+        return max(min(r.stop * step, cohort.users) - r.start * step for r in ranges if len(r))
+
+    return held
 
 
 def split_run(setup: Setup, seed: int, key: Sequence[int]) -> tuple[np.ndarray, list[Shares]]:
@@ -146,7 +164,13 @@ def simulate_sharded(setup: Setup, seed: int, key: Sequence[int]) -> tuple[np.nd
     """A sharded run simulated here, shard after shard: the truth and the merged observations.
 
     The same numbers as the shards run anywhere else (:func:`ldpsim.running.shard_runs.sharded_rows`), and as
-    the unsharded run.
+    the unsharded run; with ``passes = "shards"``, observations held in the shards' parts
+    (:class:`ldpsim.HeldObservations`), as :func:`~ldpsim.running.shard_runs.held_row` estimates them.
     """
     truth, shares = split_run(setup, seed, key)
+    if setup.passes == "shards":  # estimated from its shards as they are, as on an executor that holds them
+        drawn = [
+            merge_shards(setup, [draw_shard(setup, seed, key, p)]) for p in shares if any(x is not None for x in p)
+        ]
+        return truth, HeldObservations.over(setup.domain, KeptHere(drawn))
     return truth, merge_shards(setup, [draw_shard(setup, seed, key, part) for part in shares])

@@ -7,6 +7,8 @@ streams its draws come from, and the preflight of a setup's datasets and cohorts
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..base.memory import require_memory
@@ -110,14 +112,18 @@ def simulation_bytes(setup: Setup) -> int:
     return total
 
 
-def check_simulation_memory(setup: Setup) -> None:
-    """Refuse a population whose simulation would not fit in memory, before drawing anything."""
+def check_simulation_memory(setup: Setup, held: Callable[[int], int] | None = None) -> None:
+    """Refuse a population whose simulation would not fit in memory, before drawing anything.
+
+    ``held(c)``: how many users of cohort ``c`` drawn one at a time one process holds the reports of (default:
+    all of them; a run whose shards stay where they were drawn, its largest shard's).
+    """
     datasets = [(setup.dataset, setup.users)] + [(c.dataset, c.users) for c in setup.cohorts if c.dataset is not None]
     for dataset, users in datasets:
         if dataset.draws_values:  # one value per user, then counted
             dataset.require_values(users)
     bits = takes_bit_counts(setup)
-    for cohort in setup.cohorts:
+    for c, cohort in enumerate(setup.cohorts):
         if cohort.users and cohort.observe == "expected":
             require_memory(
                 expected_bytes(cohort.plan),
@@ -127,4 +133,4 @@ def check_simulation_memory(setup: Setup) -> None:
         elif bits and tallied(cohort.plan, cohort.users):
             continue  # drawn as per-bit counts, whatever the users (the mechanism checks what it allocates)
         elif cohort.users and not counted(cohort.plan, cohort.users):
-            require_per_user(cohort.plan, cohort.users)
+            require_per_user(cohort.plan, cohort.users, None if held is None else held(c))

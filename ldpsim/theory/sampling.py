@@ -224,10 +224,12 @@ def per_user_bytes(plan: Sequence[Mechanism], users: int) -> int:
     return 8 * (width + max(1, width // 4) + 5) * distinct_bound(plan, users) + 8 * CHUNK_INTS
 
 
-def require_per_user(plan: Sequence[Mechanism], users: int) -> None:
+def require_per_user(plan: Sequence[Mechanism], users: int, held: int | None = None) -> None:
     """Refuse a cohort of ``users`` users of ``plan`` sampled one by one when its draws are too many
-    (:data:`MAX_PER_USER_DRAWS`) or its distinct reports would not fit in memory (:func:`per_user_bytes`).
+    (:data:`MAX_PER_USER_DRAWS`) or the distinct reports of ``held`` of them (default: all), those one process
+    holds, would not fit in memory (:func:`per_user_bytes`).
     """
+    held = users if held is None else held
     width = plan_width(plan)
     draws = users * len(plan)
     if draws > MAX_PER_USER_DRAWS:
@@ -238,8 +240,8 @@ def require_per_user(plan: Sequence[Mechanism], users: int) -> None:
             hint="use fewer users, or one report per user through a mechanism with finitely many outputs (counted)",
         )
     require_memory(
-        per_user_bytes(plan, users),
-        f"the distinct reports of {users} users of {'+'.join(m.name for m in plan)}"
+        per_user_bytes(plan, held),
+        f"the distinct reports of {held} users of {'+'.join(m.name for m in plan)}"
         f" (at worst one per user, {width} integers each)",
         hint="use fewer users, or a single report through a mechanism with finitely many outputs (simulated by counts)",
     )

@@ -97,6 +97,11 @@ class IBU(IntervalEstimator):
     def stopping_rule(self) -> str:
         return self.stop
 
+    def reads_passes(self) -> bool:
+        """GIBU reads its likelihood through passes alone: not per plan (that needs the groups), not round by
+        round, without intervals (the Fisher information and the bootstrap read the reports)."""
+        return not self.per_plan and self.rounds == "all" and not self.intervals
+
     def _analytic_uncertainty(self, observations: Observations, estimate: Estimate) -> Uncertainty | None:
         """The observed information at the estimate, on its face of the simplex (the pooled model's only)."""
         if (self.per_plan and len(observations.groups) > 1) or self.smoothing != "none":

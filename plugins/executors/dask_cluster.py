@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
-from ldpsim import Executor, LdpsimError, Param, ParameterError, hookimpl
+from ldpsim import Executor, Held, LdpsimError, Param, ParameterError, hookimpl
 
 #: a run stops once its cluster has had no worker for this long: its tasks would wait for ever, and a minute
 #: covers what replaces workers by itself (a nanny restarts a killed worker in seconds, an adaptive cluster
@@ -131,9 +131,12 @@ class Dask(Executor):
             return self.start_method
         return "fork" if "fork" in multiprocessing.get_all_start_methods() else None
 
-    def run(self, function: Callable[[Any], Any], tasks: Sequence[Any]) -> Iterator[Any]:
+    @contextmanager
+    def _client(self, tasks: int) -> Iterator[tuple[Any, str]]:
+        """A client of the cluster (a new local one, of at most ``tasks`` workers, or the running one) and its
+        address, closed (the local cluster too) when the block ends."""
         try:
-            from distributed import Client, KilledWorker, LocalCluster, as_completed
+            from distributed import Client, LocalCluster
         except ImportError:
             raise LdpsimError("the dask executor needs dask.distributed: pip install 'ldpsim[dask]'") from None
         cluster = None
@@ -145,7 +148,7 @@ class Dask(Executor):
                 config = {"distributed.worker.multiprocessing-method": method} if method else {}
                 with _quiet_start(), dask.config.set(config):
                     cluster = LocalCluster(
-                        n_workers=min(self.workers or self.cpus(), len(tasks)),
+                        n_workers=min(self.workers or self.cpus(), tasks),
                         threads_per_worker=1,
                         processes=True,
                         host="127.0.0.1",
@@ -155,36 +158,82 @@ class Dask(Executor):
                 client = Client(cluster, set_as_default=False)
             else:
                 client = _connect(Client, self.scheduler)
-            address = self.scheduler or (cluster.scheduler_address if cluster is not None else "")
             with client:
-                futures = client.map(function, tasks, pure=False)
-                watch = _WorkersWatch(client, futures, NO_WORKERS_SECONDS)
-                watch.start()
-                try:
-                    for future in as_completed(futures, loop=client.loop):
-                        if watch.lost:
-                            break
-                        yield future.result()
-                except KilledWorker:
-                    raise LdpsimError(
-                        f"the workers of the Dask cluster at {address} kept dying running a task"
-                        " (killed, or out of memory?)",
-                        hint="the runs finished so far are kept: give the workers more memory, then run again with --resume",
-                    ) from None
-                except Exception:
-                    if not watch.lost:  # a task's own error
-                        raise
-                finally:
-                    watch.stop()
-                    client.cancel(futures)
-                if watch.lost:
-                    raise LdpsimError(
-                        f"the Dask cluster at {address} has had no workers left for {NO_WORKERS_SECONDS:g} s",
-                        hint="the runs finished so far are kept: start workers and run again with --resume",
-                    )
+                yield client, self.scheduler or (cluster.scheduler_address if cluster is not None else "")
         finally:
             if cluster is not None:
                 cluster.close()
+
+    def run(self, function: Callable[[Any], Any], tasks: Sequence[Any]) -> Iterator[Any]:
+        with self._client(len(tasks)) as (client, address):
+            from distributed import KilledWorker, as_completed  # there: _client says it when dask is missing
+
+            futures = client.map(function, tasks, pure=False)
+            watch = _WorkersWatch(client, futures, NO_WORKERS_SECONDS)
+            watch.start()
+            try:
+                for future in as_completed(futures, loop=client.loop):
+                    if watch.lost:
+                        break
+                    yield future.result()
+            except KilledWorker:
+                raise _killed(address) from None
+            except Exception:
+                if not watch.lost:  # a task's own error
+                    raise
+            finally:
+                watch.stop()
+                client.cancel(futures)
+            if watch.lost:
+                raise LdpsimError(
+                    f"the Dask cluster at {address} has had no workers left for {NO_WORKERS_SECONDS:g} s",
+                    hint="the runs finished so far are kept: start workers and run again with --resume",
+                )
+
+    @contextmanager
+    def hold(self, function: Callable[[Any], Any], tasks: Sequence[Any]) -> Iterator[Held[Any]]:
+        """The results stay on the workers that computed them (futures); :meth:`Held.map` runs there."""
+        with self._client(len(tasks)) as (client, address):
+            from distributed import KilledWorker, as_completed  # there: _client says it when dask is missing
+
+            futures = client.map(function, tasks, pure=False)
+            try:
+                for future in as_completed(futures, loop=client.loop):  # (the client is nobody's default)
+                    if future.status == "error":
+                        future.result()  # the task's own error, raised here
+                yield _OnWorkers(client, futures, address)
+            except KilledWorker:
+                raise _killed(address) from None
+            finally:
+                client.cancel(futures)
+
+
+class _OnWorkers(Held[Any]):
+    """Results held on the Dask workers that computed them: each map runs where its result lives."""
+
+    def __init__(self, client: Any, futures: list[Any], address: str):
+        self.client, self.futures, self.address = client, futures, address
+        self.where: list[list[str]] | None = None  # the worker holding each result, found on the first map
+
+    def map(self, function: Callable[[Any, Any], Any], argument: Any) -> list[Any]:
+        # each call asked of the worker holding its result: left to the scheduler, an idle worker could steal it
+        # and copy the result over (a shard's reports; the likelihood built from them is rebuilt there). Loosely:
+        # should that worker die, the result is computed again elsewhere and the call follows it
+        if self.where is None:
+            holders = self.client.who_has(self.futures)
+            self.where = [sorted(holders[future.key])[:1] for future in self.futures]
+        calls = [
+            self.client.submit(function, future, argument, pure=False, workers=where, allow_other_workers=True)
+            for future, where in zip(self.futures, self.where)
+        ]
+        return self.client.gather(calls)
+
+
+def _killed(address: str) -> LdpsimError:
+    return LdpsimError(
+        f"the workers of the Dask cluster at {address} kept dying running a task (killed, or out of memory?)",
+        hint="the runs finished so far are kept: give the workers more memory, then run again with --resume",
+    )
 
 
 def _connect(client_class: Any, address: str) -> Any:
