@@ -541,8 +541,8 @@ def _passes(doc: dict, estimators: dict[str, Estimator]) -> str:
     for label, estimator in estimators.items():
         if not estimator.reads_passes():
             raise ScenarioError(
-                f"{estimator!r} reads more of the reports than its likelihood's passes: it cannot estimate from"
-                " reports held in shards",
+                f"{estimator.name} reads more of the reports than its likelihood's passes (as configured here): it"
+                " cannot estimate from reports held in shards",
                 field=f"estimators.{label}",
                 hint='use ibu or mle (without intervals, per_plan or rounds = "each"), or passes = "merged"',
             )
