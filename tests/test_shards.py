@@ -224,9 +224,10 @@ def held_serial():
 
     saved, sim.CHUNK_INTS = sim.CHUNK_INTS, 60  # 25 chunks of the OUE cohort, cut among the 4 shards
     try:
-        yield execute(load_scenario(HELD), executor="serial")
+        found = execute(load_scenario(HELD), executor="serial")
     finally:
-        sim.CHUNK_INTS = saved
+        sim.CHUNK_INTS = saved  # here, not after the module: the tests in between draw with the usual chunks
+    return found
 
 
 def test_held_shards_give_the_merged_runs_estimates_to_their_certificates(held_serial, monkeypatch):
@@ -323,3 +324,14 @@ def ldpsim_memory_error():
     from ldpsim import MemoryLimitError
 
     return MemoryLimitError
+
+
+def test_held_shards_without_reports_add_nothing_to_a_pass():
+    """1500 OUE users are one chunk: shards 1 and 2 draw nothing, and their passes add (0, 0)."""
+    doc = {**HELD, "repetitions": 1, "estimators": {"ibu": {"name": "ibu"}}}
+    setup = setup_of(doc)
+    _, shares = split_run(setup, 7, (0,))
+    assert [part[0] is not None for part in shares] == [True, False, False, False]
+    held = execute(load_scenario(doc), executor="serial")
+    merged = execute(load_scenario({**doc, "passes": "merged"}), executor="serial")
+    np.testing.assert_allclose(held["estimate"].values, merged["estimate"].values, atol=1e-9)

@@ -36,7 +36,10 @@ class Parts(Protocol):
 
 
 def part_pass(observations: Observations, theta: np.ndarray) -> tuple[float, np.ndarray]:
-    """One part's pass, where the part lives: ``(L_s(theta), dL_s/dtheta)`` of its likelihood (cached there)."""
+    """One part's pass, where the part lives: ``(L_s(theta), dL_s/dtheta)`` of its likelihood (cached there);
+    a part without reports (a shard with no chunk) adds nothing."""
+    if not observations.n:
+        return 0.0, np.zeros(observations.domain.size)
     return Likelihood.of(observations).em_parts(theta)
 
 

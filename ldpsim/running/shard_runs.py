@@ -104,13 +104,12 @@ def hold_shard(shard: ShardTask) -> Observations:
 def held_row(executor: Executor, task: Task, setup: Setup, truth: np.ndarray, shares: Sequence[Shares]) -> TaskRow:
     """A run estimated from its shards where they were drawn (``passes = "shards"``): its row.
 
-    The shards that draw something are held by ``executor`` (:meth:`ldpsim.Executor.hold`) for as long as the
+    The shards are held by ``executor`` (:meth:`ldpsim.Executor.hold`) for as long as the
     run is estimated; every likelihood pass maps :func:`ldpsim.estimation.held.part_pass` over them and sums
     the parts in shard order, so the numbers do not depend on the executor. They equal the merged run's to the
     estimators' certificates, not bit for bit (another order of summation; ``mle`` runs SQUAREM, not Newton).
     """
     started = time.perf_counter()
-    drawn = [ShardTask(task, s, share) for s, share in enumerate(shares) if any(p is not None for p in share)]
-    with executor.hold(hold_shard, drawn) as held:
+    with executor.hold(hold_shard, [ShardTask(task, s, share) for s, share in enumerate(shares)]) as held:
         observations = HeldObservations.over(setup.domain, held)
         return _finished(task, setup, truth, observations, time.perf_counter() - started)
