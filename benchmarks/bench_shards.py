@@ -9,6 +9,13 @@ the same shards here, one after the other. A worker's peak is its VmHWM (residen
 
     python benchmarks/bench_shards.py --users 10000000 --workers 2 --unsharded   # and the unsharded run's counts
     python benchmarks/bench_shards.py --users 100000000 --workers 2 --first 2   # two of 10^8's 23 shards
+
+``--held`` estimates the run instead, with ``passes = "shards"``: each worker draws its shards and keeps them
+(``Executor.hold``: futures left on the workers); every likelihood pass of `mle` (SQUAREM to KKT 1e-6: Newton
+needs the rows, which stay on the workers) maps over the shards there and sums their (L, gradient) here.
+``--merged`` adds the same run merged in this process, `mle` by Newton with a sampled Hessian (the default).
+
+    python benchmarks/bench_shards.py --held --users 10000000 --workers 2 --merged
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import time
 from typing import Any
 
 import numpy as np
+from timing import peak_bytes  # benchmarks/timing.py: scripts run from benchmarks/
 
 from ldpsim.running.build import Builder
 from ldpsim.running.scenario import load_scenario
@@ -28,12 +36,13 @@ from ldpsim.running.shards import draw_shard, shard_count, split_run
 _setups: dict[str, Any] = {}
 
 
-def scenario(users: int, shards: int | str, k: int) -> dict:
+def scenario(users: int, shards: int | str, k: int, passes: str = "merged") -> dict:
     return {
         "name": "bench-shards",
         "seed": 31,
         "users": users,
         "shards": shards,
+        "passes": passes,
         "domain": {"kind": "integers", "low": 0, "high": k - 1},
         "dataset": {"name": "binomial", "p": 0.4},
         "cohorts": {"oue": {"share": 1, "reports": [{"mechanism": "oue", "eps": 1.0}]}},
@@ -50,15 +59,6 @@ def setup_of(doc: dict) -> Any:
     return _setups[key]
 
 
-def peak_bytes() -> int:
-    """This process's resident high-water mark (VmHWM)."""
-    with open("/proc/self/status", encoding="ascii") as fh:
-        for line in fh:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
 def shard_bits(doc: dict, index: int, shares: tuple) -> tuple[int, np.ndarray, int, int, float, float]:
     """Shard ``index``'s per-bit counts, with the worker's pid, its peak memory so far, and the seconds
     the shard's draw and its per-bit count took there."""
@@ -72,6 +72,55 @@ def shard_bits(doc: dict, index: int, shares: tuple) -> tuple[int, np.ndarray, i
     return index, bits, os.getpid(), peak_bytes(), drawn - started, time.perf_counter() - drawn
 
 
+def held(args: argparse.Namespace, shards: int | str) -> None:
+    """``--held``: the run estimated from shards held on the workers, and with ``--merged`` merged here."""
+    from ldpsim_plugins.executors.dask_cluster import Dask
+
+    from ldpsim.estimation.held import HeldObservations
+    from ldpsim.running.runner import tasks
+    from ldpsim.running.shard_runs import ShardTask, hold_shard
+    from ldpsim.running.shards import simulate_sharded
+
+    loaded = load_scenario(scenario(args.users, shards, args.k, "shards"))
+    (task,) = tasks(loaded)
+    setup = Builder(loaded.base_dir).setup(task.point)
+    estimator = setup.estimators["mle"]
+    truth, shares = split_run(setup, task.seed, task.key)
+    print(f"OUE k={args.k} users={args.users:,} shards={shard_count(setup)}, passes on the shards", flush=True)
+    started = time.perf_counter()
+    with Dask(workers=args.workers).hold(hold_shard, [ShardTask(task, s, p) for s, p in enumerate(shares)]) as held:
+        drawn = time.perf_counter()
+        observations = HeldObservations.over(setup.domain, held)
+        est = estimator.estimate(observations)
+        estimated = time.perf_counter()
+        workers = held.map(peak_bytes, None)
+    tv = 0.5 * float(np.abs(est.distribution - truth).sum())
+    print(
+        f"held, dask {args.workers} workers: cluster + draw {drawn - started:.1f} s, mle {estimated - drawn:.1f} s"
+        f" ({est.iterations} passes, KKT {est.kkt:.2e}, L {est.loglik:.6f}, TV {tv:.4f}); worker peaks "
+        + ", ".join(f"{p / 1e9:.2f} GB" for p in workers)
+        + f"; this process {peak_bytes() / 1e9:.2f} GB",
+        flush=True,
+    )
+    if not args.merged:
+        return
+    merged_setup = Builder(loaded.base_dir).setup(
+        next(iter(load_scenario(scenario(args.users, shards, args.k, "merged")).points()))
+    )
+    started = time.perf_counter()
+    _, merged = simulate_sharded(merged_setup, task.seed, task.key)
+    drawn = time.perf_counter()
+    other = merged_setup.estimators["mle"].estimate(merged)
+    done = time.perf_counter()
+    print(
+        f"merged here: draw {drawn - started:.1f} s, mle {done - drawn:.1f} s ({other.iterations} passes, KKT"
+        f" {other.kkt:.2e}, L {other.loglik:.6f}); this process {peak_bytes() / 1e9:.2f} GB;"
+        f" L(held) - L(merged) = {est.loglik - other.loglik:+.3e} (certificates: n log(1 + 1e-6) ="
+        f" {args.users * np.log1p(1e-6):.2f}); max |estimate difference| {np.abs(est.distribution - other.distribution).max():.2e}",
+        flush=True,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--users", type=int, default=10**7)
@@ -79,6 +128,8 @@ def main() -> None:
     parser.add_argument("--shards", default="auto", help='an integer, or "auto"')
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--no-serial", action="store_true", help="skip the serial run (no identity check)")
+    parser.add_argument("--held", action="store_true", help='estimate the run with passes = "shards" instead')
+    parser.add_argument("--merged", action="store_true", help="with --held: also the run merged here, `mle` by Newton")
     parser.add_argument(
         "--unsharded", action="store_true", help="draw the run unsharded here too (it must fit) and compare"
     )
@@ -91,6 +142,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     shards = args.shards if args.shards == "auto" else int(args.shards)
+    if args.held:
+        held(args, shards)
+        return
     doc = scenario(args.users, shards, args.k)
     setup = setup_of(doc)
     count = shard_count(setup)

@@ -1,4 +1,4 @@
-"""What the benchmark scripts share: the best of several timed calls."""
+"""What the benchmark scripts share: the best of several timed calls, a process's peak memory."""
 
 from __future__ import annotations
 
@@ -15,3 +15,12 @@ def best(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
         result = fn()
         times.append(time.perf_counter() - start)
     return min(times), result
+
+
+def peak_bytes(*_: object) -> int:
+    """This process's resident high-water mark (VmHWM, Linux); any arguments are ignored (a mapped function)."""
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
