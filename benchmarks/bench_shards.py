@@ -90,7 +90,7 @@ def held(args: argparse.Namespace, shards: int | str) -> None:
     started = time.perf_counter()
     with Dask(workers=args.workers).hold(hold_shard, [ShardTask(task, s, p) for s, p in enumerate(shares)]) as held:
         drawn = time.perf_counter()
-        observations = HeldObservations.over(setup.domain, held)
+        observations = HeldObservations(setup.domain, held)
         est = estimator.estimate(observations)
         estimated = time.perf_counter()
         workers = held.map(peak_bytes, None)

@@ -210,11 +210,11 @@ class Estimator(Configurable):
 
         Such an estimator calls nothing of its observations but ``Likelihood.of(observations)`` (on the
         whole domain, or on ``observations.likely_subset()`` when that is not None) and, of that likelihood,
-        ``size``, ``n``, ``em_parts``, ``em_step``, ``certify`` and ``certificate``; and nothing of it for its
-        certificate, when ``certify`` asks one, but ``certify``. A run then may keep its reports where
+        ``size``, ``n``, ``em_parts``, ``em_step``, ``certify`` and ``certificate``, or hands it to
+        :func:`ldpsim.gibu` or :func:`ldpsim.newton_mle`. A run then may keep its reports where
         they were drawn, in parts, and run each pass as map-reduce over them
         (:class:`ldpsim.HeldObservations`; ``passes = "shards"``). False by default: override it where that
-        holds (GIBU and its SQUAREM do).
+        holds (``ibu`` and ``mle`` do).
         """
         return False
 

@@ -1,38 +1,51 @@
 """Observations held elsewhere, in parts: the likelihood's passes as map-reduce over the parts (issue 31).
 
 A run too large for one process keeps each shard's reports where the shard was drawn (an executor's
-worker, see :meth:`ldpsim.Executor.hold`). Nothing but the likelihood's passes ever needs them together:
-``L(theta) = sum_s L_s(theta)`` and ``dL/dtheta = sum_s dL_s/dtheta`` over the parts, so a pass is one
+worker, see :meth:`ldpsim.Executor.hold`). Nothing the estimators compute needs them together:
+``L(theta) = sum_s L_s(theta)``, its gradient and its Hessian are sums over the parts, so a pass is one
 ``(L_s, gradient_s)`` per part, computed where the part lives, and a sum here: a few kilobytes each way
 however many reports. GIBU, SQUAREM and the KKT certificate read the likelihood through exactly these
-(:meth:`Likelihood.em_parts`, :meth:`Likelihood.certify`), so they run unchanged on
-:class:`HeldLikelihood`; the Newton solver, which forms Hessians from the rows, falls back to SQUAREM on it
-(the same MLE, certified to the same tolerance).
+(:meth:`Likelihood.em_parts`, :meth:`Likelihood.certify`), so they run unchanged on :class:`HeldLikelihood`.
+The Newton solver runs on :class:`HeldSolver`: each part keeps its ``H_s x`` for the points the solver
+evaluates and forms its own Hessian (from every row, or a sample of them, as the solver would for that part
+alone); the solver sums them.
 
-The sums are taken in part order, so the numbers do not depend on where or in what order the parts'
-passes ran; they differ from the merged likelihood's in the last digits (another order of summation).
+The sums are taken in part order, so the numbers do not depend on where or in what order the parts' work
+ran; they differ from the merged likelihood's in the last digits (another order of summation), and the Newton
+steps from the merged run's (another sample of rows), not the certified MLE.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
 
 from ..model.domains import Domain
 from .engine import Likelihood
+from .hessian_rows import RowSample, dense_likelihood, sampled_rows
+from .interior_point import Point, Solver
+from .linalg import factor
 from .observations import Observations
 
-#: a pass over every part: ``(L_s(theta), dL_s/dtheta)`` for each part, in part order
-Passes = Callable[[np.ndarray], Sequence[tuple[float, np.ndarray]]]
+#: points whose ``H_s x`` a part keeps: the solver completes and forms the Hessian at the last one it evaluated
+KEPT_POINTS = 3
 
 
 class Parts(Protocol):
     """Parts held somewhere that a function can be mapped over where they are (:class:`ldpsim.Held`)."""
 
     def map(self, function: Callable[[Observations, Any], Any], argument: Any) -> list[Any]: ...
+
+
+def part_sizes(observations: Observations, _: object = None) -> tuple[float, int, float]:
+    """One part's users, distinct reports and likelihood constant (``L_s = sum c log (H_s x) + constant``)."""
+    if not observations.n:
+        return 0.0, 0, 0.0
+    return observations.n, observations.n_distinct, Likelihood.of(observations).constant
 
 
 def part_pass(observations: Observations, theta: np.ndarray) -> tuple[float, np.ndarray]:
@@ -43,40 +56,93 @@ def part_pass(observations: Observations, theta: np.ndarray) -> tuple[float, np.
     return Likelihood.of(observations).em_parts(theta)
 
 
-def part_sizes(observations: Observations, _: object = None) -> tuple[float, int]:
-    """One part's users and distinct reports, where the part lives."""
-    return observations.n, observations.n_distinct
+class _PartNewton:
+    """A part's side of :class:`HeldSolver`: its Newton products, and ``H_s x`` at the last points evaluated."""
+
+    def __init__(self, likelihood: Likelihood):
+        dense = dense_likelihood(likelihood)
+        sample = None if dense is not None else sampled_rows(likelihood, always=True)
+        self.solver = None if dense is None and sample is None else Solver(likelihood, dense, None, sample)
+        self.points: dict[int, np.ndarray] = {}
+
+    @classmethod
+    def of(cls, observations: Observations) -> _PartNewton:
+        return observations.derived(_PartNewton, lambda: cls(Likelihood.of(observations)))
+
+
+def part_newton(observations: Observations, _: object = None) -> tuple[bool, bool]:
+    """(whether the part forms a Hessian, whether from every row): what :class:`HeldSolver` asks first."""
+    if not observations.n:
+        return True, True
+    solver = _PartNewton.of(observations).solver
+    if solver is None:
+        return False, False
+    return True, solver.sample is None or solver.sample.every_row
+
+
+def part_point(observations: Observations, point: tuple[int, np.ndarray]) -> float:
+    """``-sum_d c_d log (H_s x)_d`` of the part at ``x``, its ``H_s x`` kept under ``key`` (``point``)."""
+    if not observations.n:
+        return 0.0
+    key, x = point
+    part = _PartNewton.of(observations)
+    assert part.solver is not None  # asked by part_newton first
+    p = part.solver.times(x)
+    part.points[key] = p
+    for old in sorted(part.points)[:-KEPT_POINTS]:
+        del part.points[old]
+    with np.errstate(divide="ignore"):
+        return -float(np.einsum("d,d->", part.solver.c, np.log(p)))
+
+
+def part_gradient(observations: Observations, key: int) -> np.ndarray:
+    """``H_s^T (c / H_s x)`` at the point kept under ``key``."""
+    if not observations.n:
+        return np.zeros(observations.domain.size)
+    part = _PartNewton.of(observations)
+    assert part.solver is not None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return part.solver.transpose_times(part.solver.c / part.points[key])
+
+
+def part_hessian(observations: Observations, key: int) -> np.ndarray:
+    """``H_s^T diag(c / (H_s x)^2) H_s`` at the point kept under ``key``, from every row or the part's sample."""
+    size = observations.domain.size
+    if not observations.n:
+        return np.zeros((size, size))
+    part = _PartNewton.of(observations)
+    assert part.solver is not None
+    # the part's solver weighs rows by c / n_s
+    return part.solver.hessian(Point(np.empty(0), part.points[key], 0.0)) * part.solver.n
 
 
 class HeldLikelihood(Likelihood):
     """``L(theta) = sum_s L_s(theta)`` of parts held elsewhere, read through their passes.
 
     What GIBU and the certificate read of a :class:`~ldpsim.estimation.engine.Likelihood` (``size``, ``n``,
-    :meth:`em_parts`, :meth:`certify`; the EM step and the certificate from them), on the whole domain. It has no operator ``H``
-    (the rows are where the parts are): solvers that read rows must not be given one (``newton_mle``
-    falls back to SQUAREM).
+    ``constant``, :meth:`em_parts`, :meth:`certify`; the EM step and the certificate from them), on the whole
+    domain. It has no operator ``H`` (the rows are where the parts are): the Newton solver runs on
+    :class:`HeldSolver` instead.
     """
 
-    def __init__(self, size: int, n: float, passes: Passes):  # not Likelihood's: there are no reports here
+    def __init__(self, size: int, parts: Parts):  # not Likelihood's: there are no reports here
+        sizes = parts.map(part_sizes, None)
         self._size = size
-        self.n = n
+        self.parts = parts
+        self.n = float(sum(n for n, _, _ in sizes))
+        self.n_distinct = int(sum(d for _, d, _ in sizes))
+        self._constant = float(sum(c for _, _, c in sizes))
         self.support = None
-        self._passes = passes
 
     @property
     def size(self) -> int:
         """``|X|``, the number of values."""
         return self._size
 
-    @property
-    def constant(self) -> float:
-        """0: each part's :meth:`em_parts` includes its own."""
-        return 0.0
-
     def em_parts(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
         """(L(theta), dL/dtheta): one pass over every part, summed in part order."""
         loglik, grad = 0.0, np.zeros(self.size)
-        for part_loglik, part_grad in self._passes(np.ascontiguousarray(theta, dtype=float)):
+        for part_loglik, part_grad in self.parts.map(part_pass, np.ascontiguousarray(theta, dtype=float)):
             loglik += part_loglik
             grad += part_grad
         return loglik, grad
@@ -95,8 +161,73 @@ class HeldLikelihood(Likelihood):
         return (loglik, *self.certificate(grad)) if loglik > -math.inf else (loglik, math.inf, math.inf)
 
 
+class HeldSolver(Solver):
+    """The Newton solver's products on a :class:`HeldLikelihood`: each a map over its parts and a sum.
+
+    ``f(x) = -sum_d w_d log (H x)_d + sum_x x`` sums the parts' ``-sum c log (H_s x)`` (each part keeps its
+    ``H_s x``, :data:`KEPT_POINTS` of them, under the point's :attr:`Point.key`), the gradient their
+    ``H_s^T (c / H_s x)``, and the Hessian their own, each formed as the solver forms one for that part alone
+    (from every row, or a sample of them). Not Solver's constructor: there are no rows here.
+    """
+
+    def __init__(self, likelihood: HeldLikelihood, every_row: bool):
+        self.lik = self.held = likelihood
+        self.device = None
+        self.dense = False
+        self.named = None
+        # the iteration policy asks only whether the Hessian is exact: a sample of every row says it is
+        self.sample = RowSample(np.zeros(0, np.int64), np.zeros(0), np.zeros((0, likelihood.size)), every_row)
+        self.n = likelihood.n
+        self.passes = 0
+        self._keys = itertools.count()
+
+    @classmethod
+    def of(cls, likelihood: HeldLikelihood) -> HeldSolver | None:
+        """The solver, or None when a part forms no Hessian (an operator without rows: SQUAREM instead)."""
+        ready = likelihood.parts.map(part_newton, None)
+        if not all(formed for formed, _ in ready):
+            return None
+        return cls(likelihood, all(every for _, every in ready))
+
+    def point(self, x: np.ndarray) -> Point:
+        """f at x: one pass over every part, which keeps its ``H_s x``."""
+        self.passes += 1
+        key = next(self._keys)
+        total = 0.0
+        for negative in self.held.parts.map(part_point, (key, np.ascontiguousarray(x, dtype=float))):
+            total += negative
+        f = total / self.n + float(x.sum())
+        return Point(x, np.empty(0), f if math.isfinite(f) else math.inf, key=key)
+
+    def complete(self, pt: Point) -> None:
+        """The gradient, L(x / sum x) and its certificate (see :meth:`Solver.complete`)."""
+        s = float(pt.x.sum())
+        grad = np.zeros(self.lik.size)
+        for part in self.held.parts.map(part_gradient, pt.key):
+            grad += part
+        pt.grad = grad / self.n
+        pt.loglik = self.n * (-(pt.f - s) - math.log(s)) + self.lik.constant
+        pt.kkt = max(s * float(pt.grad.max()) - 1.0, 0.0)
+
+    def system(
+        self, pt: Point, diag: np.ndarray, free: np.ndarray | None = None, rtol: float = 1e-2
+    ) -> Callable[[np.ndarray], np.ndarray]:
+        """A solver of (B + diag(diag)) dx = rhs at ``pt``, B the sum of the parts' Hessians."""
+        hess = self.hessian(pt)
+        if free is not None:
+            hess = hess[np.ix_(free, free)]
+        return factor(hess + np.diag(diag))
+
+    def hessian(self, pt: Point) -> np.ndarray:
+        """B at ``pt``: the parts' Hessians summed, over n."""
+        hess = np.zeros((self.lik.size, self.lik.size))
+        for part in self.held.parts.map(part_hessian, pt.key):
+            hess += part
+        return hess / self.n
+
+
 class HeldObservations(Observations):
-    """Observations whose reports are held elsewhere, in parts; only their likelihood's passes come here.
+    """Observations whose reports are held elsewhere, in parts; only their likelihood's sums come here.
 
     Estimators that read the observations through ``Likelihood.of(observations)`` alone (declared by
     :meth:`ldpsim.Estimator.reads_passes`) estimate from them as from merged observations; they have no
@@ -107,43 +238,30 @@ class HeldObservations(Observations):
     ----------
     domain
         The domain of the values.
-    sizes
-        Each part's ``(users, distinct reports)``, in part order.
-    passes
-        One pass over every part (``part_pass`` of each, in part order).
+    parts
+        Each part's :class:`~ldpsim.Observations`, where it is (:class:`ldpsim.Held` of them): asked their sizes
+        here, then a map over them for every pass.
     """
 
-    def __init__(self, domain: Domain, sizes: Sequence[tuple[float, int]], passes: Passes):
+    def __init__(self, domain: Domain, parts: Parts):
         super().__init__(domain, [])
-        self._sizes = tuple(sizes)
-        self._held = HeldLikelihood(domain.size, float(sum(n for n, _ in self._sizes)), passes)
-        self.__dict__["n"] = sum(n for n, _ in self._sizes)  # the cached property's slot: the parts' users
+        self._held = HeldLikelihood(domain.size, parts)
+        self.__dict__["n"] = self._held.n  # the cached property's slot: the parts' users
 
     @property
     def n_distinct(self) -> int:
         """The parts' distinct reports, summed."""
-        return int(sum(d for _, d in self._sizes))
-
-    @property
-    def parts(self) -> int:
-        """How many parts hold the reports."""
-        return len(self._sizes)
+        return self._held.n_distinct
 
     def likely_subset(self) -> np.ndarray | None:
         """None: a likely subset is a function of the reports, which are not here."""
         return None
 
     def held_likelihood(self, support: np.ndarray | None = None) -> HeldLikelihood:
-        """The likelihood of the parts, read through their passes (on the whole domain: ``support`` must be None)."""
+        """The likelihood of the parts (on the whole domain: ``support`` must be None)."""
         if support is not None:
             raise ValueError("held observations have no likelihood on a subset of the domain")
         return self._held
 
-    @classmethod
-    def over(cls, domain: Domain, parts: Parts) -> HeldObservations:
-        """The held observations of ``parts`` (each one's :class:`~ldpsim.Observations`, where it is): their
-        sizes asked once, then each pass one map of ``part_pass``."""
-        return cls(domain, parts.map(part_sizes, None), lambda theta: parts.map(part_pass, theta))
-
     def __repr__(self) -> str:
-        return f"HeldObservations(n={self.n}, distinct={self.n_distinct}, parts={self.parts})"
+        return f"HeldObservations(n={self.n}, distinct={self.n_distinct})"

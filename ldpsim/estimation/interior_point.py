@@ -61,6 +61,8 @@ class Point:
     loglik: float = math.nan  # L(x / sum x)
     kkt: float = math.nan
     grad: np.ndarray = field(default_factory=lambda: np.zeros(0))  # H^T (w / p)
+    #: where ``p`` is kept instead, by this key, when it is not here (the parts of a held likelihood)
+    key: int = -1
 
 
 class Solver:
@@ -121,24 +123,28 @@ class Solver:
             self.passes += 1
             return self._woodbury(pt, diag, free)
         if self.dense or self.sample is not None:
-            formed = self._device_hessian(pt)
-            if formed is not None:
-                if self.sample is None:
-                    self.passes += 1  # forming the Hessian reads H once
-                hess = formed
-            elif self.sample is None:
-                self.passes += 1  # forming the Hessian reads H once
-                a = self.H * (self.sqrt_w / pt.p)[:, None]
-                hess = a.T @ a
-            else:  # a sample's Hessian reads its rows only, in their precision (hessian_rows.sampled_rows)
-                scale = np.sqrt(self.sample.weight) / pt.p[self.sample.index]
-                top = scale.max()
-                a = self.sample.rows * (scale / top).astype(self.sample.rows.dtype)[:, None]
-                hess = (a.T @ a).astype(float) * top**2
+            hess = self.hessian(pt)
             if free is not None:
                 hess = hess[np.ix_(free, free)]
             return factor(hess + np.diag(diag))
         return self._cg(pt, diag, free, rtol)
+
+    def hessian(self, pt: Point) -> np.ndarray:
+        """B, the Hessian of f at ``pt``, formed from every row (``dense``) or from the ``sample``'s."""
+        formed = self._device_hessian(pt)
+        if formed is not None:
+            if self.sample is None:
+                self.passes += 1  # forming the Hessian reads H once
+            return formed
+        if self.sample is None:
+            self.passes += 1  # forming the Hessian reads H once
+            a = self.H * (self.sqrt_w / pt.p)[:, None]
+            return a.T @ a
+        # a sample's Hessian reads its rows only, in their precision (hessian_rows.sampled_rows)
+        scale = np.sqrt(self.sample.weight) / pt.p[self.sample.index]
+        top = scale.max()
+        a = self.sample.rows * (scale / top).astype(self.sample.rows.dtype)[:, None]
+        return (a.T @ a).astype(float) * top**2
 
     def times(self, x: np.ndarray) -> np.ndarray:
         """``H @ x`` (on the device, if the solver has one)."""

@@ -56,7 +56,7 @@ from ..base.errors import EstimationError, ParameterError
 from .active_set import active_set_mle
 from .backend import Backend, as_backend
 from .engine import DEFAULT_TOL, EMResult, Likelihood, check_start, gibu
-from .held import HeldLikelihood
+from .held import HeldLikelihood, HeldSolver
 from .hessian_rows import dense_likelihood, likelihood_for_passes, named_columns, sampled_rows
 from .interior_point import SHARPEN, Solver, full_support, predictor_corrector
 
@@ -137,8 +137,8 @@ def newton_mle(
         )
     if hessian not in HESSIANS:
         raise ParameterError(f"unknown mode {hessian!r}", field="hessian", hint=f"use one of {', '.join(HESSIANS)}")
-    if isinstance(likelihood, HeldLikelihood):  # the rows are held elsewhere: SQUAREM through the parts' passes
-        return gibu(likelihood, theta0, stop="kkt", tol=tol, max_iter=max_iter, trace=trace, accelerate="squarem")
+    if isinstance(likelihood, HeldLikelihood):  # the rows are held elsewhere, in parts
+        return _held_newton(likelihood, theta0, tol, max_iter, trace, warm_passes, hessian)
     reads_rows = isinstance(likelihood.H, np.ndarray) or callable(getattr(likelihood.H, "rows", None))
     if hessian in ("sampled", "active") and not reads_rows:  # both form their Hessians from exact rows
         raise ParameterError(
@@ -177,6 +177,45 @@ def newton_mle(
     if active:
         return active_set_mle(likelihood, passes, warm, tol, max_iter, trace, chosen)
     solver = Solver(likelihood, dense, named, sample, _device(likelihood, chosen))
+    return _iterate(solver, likelihood, passes, warm, tol, max_iter, trace, chosen)
+
+
+def _held_newton(
+    likelihood: HeldLikelihood,
+    theta0: np.ndarray,
+    tol: float,
+    max_iter: int,
+    trace: bool,
+    warm_passes: int | None,
+    hessian: str,
+) -> EMResult:
+    """Newton on a likelihood held in parts: each iteration's Hessian the sum of the parts' (each formed where
+    its rows are, from all of them or a sample), its products and gradients sums of the parts'; SQUAREM on the
+    parts' passes where a part forms no Hessian or another mode is asked."""
+    solver = HeldSolver.of(likelihood) if hessian in ("auto", "sampled") else None
+    if solver is None:
+        return gibu(likelihood, theta0, stop="kkt", tol=tol, max_iter=max_iter, trace=trace, accelerate="squarem")
+    warm_passes = SAMPLED_WARM_PASSES if warm_passes is None else warm_passes
+    warm = gibu(
+        likelihood, theta0, stop="kkt", tol=tol, max_iter=min(warm_passes, max_iter), trace=trace, accelerate="squarem"
+    )
+    if warm.converged or max_iter <= warm_passes:
+        return warm
+    return _iterate(solver, likelihood, likelihood, warm, tol, max_iter, trace, as_backend(None))
+
+
+def _iterate(
+    solver: Solver,
+    likelihood: Likelihood,
+    passes: Likelihood,
+    warm: EMResult,
+    tol: float,
+    max_iter: int,
+    trace: bool,
+    chosen: Backend,
+) -> EMResult:
+    """The interior-point iterations from SQUAREM's ``warm`` start, SQUAREM again (over ``passes``) should they
+    stall: the certified MLE."""
     solver.passes = warm.iterations + 1
     history: list[float] = list(warm.trace) if warm.trace is not None else []
     # EM's iterates can underflow to zero: mix in a trace of the uniform so every value can still rise

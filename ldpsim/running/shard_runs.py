@@ -111,5 +111,5 @@ def held_row(executor: Executor, task: Task, setup: Setup, truth: np.ndarray, sh
     """
     started = time.perf_counter()
     with executor.hold(hold_shard, [ShardTask(task, s, share) for s, share in enumerate(shares)]) as held:
-        observations = HeldObservations.over(setup.domain, held)
+        observations = HeldObservations(setup.domain, held)
         return _finished(task, setup, truth, observations, time.perf_counter() - started)

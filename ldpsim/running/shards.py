@@ -170,5 +170,5 @@ def simulate_sharded(setup: Setup, seed: int, key: Sequence[int]) -> tuple[np.nd
     truth, shares = split_run(setup, seed, key)
     if setup.passes == "shards":  # estimated from its shards as they are, as on an executor that holds them
         drawn = [merge_shards(setup, [draw_shard(setup, seed, key, part)]) for part in shares]
-        return truth, HeldObservations.over(setup.domain, KeptHere(drawn))
+        return truth, HeldObservations(setup.domain, KeptHere(drawn))
     return truth, merge_shards(setup, [draw_shard(setup, seed, key, part) for part in shares])
