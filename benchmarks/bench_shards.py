@@ -11,9 +11,9 @@ the same shards here, one after the other. A worker's peak is its VmHWM (residen
     python benchmarks/bench_shards.py --users 100000000 --workers 2 --first 2   # two of 10^8's 23 shards
 
 ``--held`` estimates the run instead, with ``passes = "shards"``: each worker draws its shards and keeps them
-(``Executor.hold``: futures left on the workers); every likelihood pass of `mle` (SQUAREM to KKT 1e-6: Newton
-needs the rows, which stay on the workers) maps over the shards there and sums their (L, gradient) here.
-``--merged`` adds the same run merged in this process, `mle` by Newton with a sampled Hessian (the default).
+(``Executor.hold``: futures left on the workers); every product of `mle` (Newton to KKT 1e-6: f, the gradient,
+each shard's sampled Hessian) maps over the shards there and sums here. ``--merged`` adds the same run merged in
+this process, `mle` by Newton with a sampled Hessian of the whole run's rows (the default).
 
     python benchmarks/bench_shards.py --held --users 10000000 --workers 2 --merged
 """
