@@ -184,6 +184,28 @@ def test_a_dask_cluster_whose_workers_are_all_closed_mid_run_stops_with_one_line
     assert len(got) < 200
 
 
+def _double(kept: int, factor: int) -> int:
+    return kept * factor
+
+
+@needs_dask
+def test_results_held_on_a_dask_cluster_that_loses_its_workers_stop_with_one_line(monkeypatch, no_hang):
+    """A run estimating from shards held on the workers maps over them pass after pass: once every worker is
+    gone, the next map stops with the cluster's one line instead of waiting for ever."""
+    from distributed import LocalCluster
+
+    monkeypatch.setattr(dask_cluster, "NO_WORKERS_SECONDS", 0.5)
+    monkeypatch.setattr(dask_cluster, "WORKERS_POLL_SECONDS", 0.05)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        with Dask(scheduler=cluster.scheduler_address).hold(_slow, [1, 2, 3]) as held:
+            assert held.map(_double, 10) == [10, 20, 30]  # each where it is kept, in task order
+            cluster.scale(0)
+            started = time.monotonic()
+            with pytest.raises(ldpsim.LdpsimError, match="has had no workers left for 0.5 s"):
+                held.map(_double, 10)
+            assert time.monotonic() - started < 10
+
+
 @needs_dask
 def test_a_run_on_a_dask_cluster_without_workers_keeps_its_checkpoint_and_resumes(
     expected, tmp_path, monkeypatch, no_hang

@@ -185,10 +185,7 @@ class Dask(Executor):
                 watch.stop()
                 client.cancel(futures)
             if watch.lost:
-                raise LdpsimError(
-                    f"the Dask cluster at {address} has had no workers left for {NO_WORKERS_SECONDS:g} s",
-                    hint="the runs finished so far are kept: start workers and run again with --resume",
-                )
+                raise _no_workers(address)
 
     @contextmanager
     def hold(self, function: Callable[[Any], Any], tasks: Sequence[Any]) -> Iterator[Held[Any]]:
@@ -197,22 +194,27 @@ class Dask(Executor):
             from distributed import KilledWorker, as_completed  # there: _client says it when dask is missing
 
             futures = client.map(function, tasks, pure=False)
+            watch = _WorkersWatch(client, futures, NO_WORKERS_SECONDS)
+            watch.start()
             try:
                 for future in as_completed(futures, loop=client.loop):  # (the client is nobody's default)
+                    if watch.lost:
+                        raise _no_workers(address)
                     if future.status == "error":
                         future.result()  # the task's own error, raised here
-                yield _OnWorkers(client, futures, address)
+                yield _OnWorkers(client, futures, watch, address)
             except KilledWorker:
                 raise _killed(address) from None
             finally:
+                watch.stop()
                 client.cancel(futures)
 
 
 class _OnWorkers(Held[Any]):
     """Results held on the Dask workers that computed them: each map runs where its result lives."""
 
-    def __init__(self, client: Any, futures: list[Any], address: str):
-        self.client, self.futures, self.address = client, futures, address
+    def __init__(self, client: Any, futures: list[Any], watch: _WorkersWatch, address: str):
+        self.client, self.futures, self.watch, self.address = client, futures, watch, address
         self.where: list[list[str]] | None = None  # the worker holding each result, found on the first map
 
     def map(self, function: Callable[[Any, Any], Any], argument: Any) -> list[Any]:
@@ -226,7 +228,20 @@ class _OnWorkers(Held[Any]):
             self.client.submit(function, future, argument, pure=False, workers=where, allow_other_workers=True)
             for future, where in zip(self.futures, self.where)
         ]
-        return self.client.gather(calls)
+        self.watch.futures = [*self.futures, *calls]  # a cluster left without workers cancels these too
+        try:
+            return self.client.gather(calls)
+        except Exception:
+            if self.watch.lost:
+                raise _no_workers(self.address) from None
+            raise
+
+
+def _no_workers(address: str) -> LdpsimError:
+    return LdpsimError(
+        f"the Dask cluster at {address} has had no workers left for {NO_WORKERS_SECONDS:g} s",
+        hint="the runs finished so far are kept: start workers and run again with --resume",
+    )
 
 
 def _killed(address: str) -> LdpsimError:
