@@ -335,3 +335,13 @@ def test_held_shards_without_reports_add_nothing_to_a_pass():
     held = execute(load_scenario(doc), executor="serial")
     merged = execute(load_scenario({**doc, "passes": "merged"}), executor="serial")
     np.testing.assert_allclose(held["estimate"].values, merged["estimate"].values, atol=1e-9)
+
+
+def test_a_dry_run_counts_a_held_runs_largest_shard_and_says_so(monkeypatch):
+    from ldpsim.running.dry_run import dry_run
+
+    monkeypatch.setattr(sampling, "CHUNK_INTS", 60)
+    held = dry_run(load_scenario(HELD), calibrate=False)
+    merged = dry_run(load_scenario({**HELD, "passes": "merged"}), calibrate=False)
+    assert held.held and not merged.held and held.shards == merged.shards == 4
+    assert held.run_bytes < merged.run_bytes  # 7 chunks of 60 users against the run's 1500

@@ -208,6 +208,8 @@ def _dry_run(scenario: Path, overrides: list[str], executor: str, workers: int |
     )
     if size.shards > 1:  # each run drawn in shards (the executor's tasks), merged in this process
         checks += f"; each run's users drawn in {size.shards} shards"
+        if size.held:
+            checks += ', estimated where they are (passes = "shards": a shard\'s reports in one process)'
     if peak is None or size.base_bytes is None:  # not measurable here: the checks' figures alone
         out.print(f"memory: {checks}; {format_bytes(size.available_bytes)} available now", markup=False, soft_wrap=True)
     else:

@@ -44,7 +44,7 @@ from ..theory.sampling import count_matrix, counted
 from .build import Builder, Setup
 from .runner import preflight
 from .scenario import Scenario
-from .shards import shard_count
+from .shards import held_users, shard_count
 from .simulation import simulation_bytes
 from .sweep import Point
 from .tasks import Task, task_row
@@ -208,6 +208,9 @@ class DryRun:
         over them): a run's workers share the CPUs with that load (0 CPUs: not known, not shared).
     shards
         The most shards a run's users are split into (``shards``; 1: unsharded).
+    held
+        Whether some run is estimated where its shards are (``passes = "shards"``): ``run_bytes`` counts a
+        shard's reports for it, not the run's.
     """
 
     points: int
@@ -224,6 +227,7 @@ class DryRun:
     cpus: int = 0
     load: float = 0.0
     shards: int = 1
+    held: bool = False
 
     def work(self) -> Range | None:
         """Seconds of all the runs one after the other (None if not timed)."""
@@ -457,11 +461,12 @@ def dry_run(scenario: Scenario, *, calibrate: bool = True, workers: int = 1, tim
     size = 0
     estimators = 0
     grouped: dict[tuple, _Group] = {}
-    shards = 1
+    shards, held = 1, False
     for point in points:
         setup = builder.setup(point)
         shards = max(shards, shard_count(setup))
-        nbytes = float(simulation_bytes(setup))
+        held = held or setup.passes == "shards"
+        nbytes = float(simulation_bytes(setup, held_users(setup)))
         inverting = {est.rounds for est in setup.estimators.values() if est.inverts_matrices}
         plans = [c.plan for c in setup.cohorts] if "all" in inverting else []
         if "each" in inverting:  # round by round: each round's one-report channel
@@ -504,6 +509,7 @@ def dry_run(scenario: Scenario, *, calibrate: bool = True, workers: int = 1, tim
         cpus=Executor.cpus() if loads else 0,
         load=sum(loads) / len(loads) if loads else 0.0,
         shards=shards,
+        held=held,
     )
 
 

@@ -362,7 +362,7 @@ def preflight(scenario: Scenario) -> None:
     for point in scenario.points():
         setup = builder.setup(point)
         # a run whose shards stay where they were drawn holds no more than a shard's reports in one process
-        check_simulation_memory(setup, held_users(setup) if setup.passes == "shards" else None)
+        check_simulation_memory(setup, held_users(setup))
         inverting = {est.rounds for est in setup.estimators.values() if est.inverts_matrices}
         if "all" in inverting:
             check_unbiased_memory([cohort.plan for cohort in setup.cohorts])

@@ -74,9 +74,12 @@ def shard_chunks(chunks: int, shards: int) -> list[range]:
     return [range(-(-s * chunks // shards), -(-(s + 1) * chunks // shards)) for s in range(shards)]
 
 
-def held_users(setup: Setup) -> Callable[[int], int]:
-    """The most users of each cohort one shard draws (``held(c)`` of
-    :func:`ldpsim.running.simulation.check_simulation_memory`): its largest range of chunks' users."""
+def held_users(setup: Setup) -> Callable[[int], int] | None:
+    """For a run estimated where its shards are (``passes = "shards"``), the most users of each cohort one
+    shard draws (``held(c)`` of :func:`ldpsim.running.simulation.check_simulation_memory`: its largest range of
+    chunks' users); None for a run whose reports meet in one process."""
+    if setup.passes != "shards":
+        return None
     shards = shard_count(setup)
 
     def held(c: int) -> int:

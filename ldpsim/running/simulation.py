@@ -94,21 +94,22 @@ def takes_bit_counts(setup: Setup) -> bool:
     return bool(setup.estimators) and all(est.takes_bit_counts() for est in setup.estimators.values())
 
 
-def simulation_bytes(setup: Setup) -> int:
-    """Bytes a simulation of ``setup`` allocates at most: what :func:`check_simulation_memory` checks, added up."""
+def simulation_bytes(setup: Setup, held: Callable[[int], int] | None = None) -> int:
+    """Bytes a simulation of ``setup`` allocates at most in one process: what :func:`check_simulation_memory`
+    checks (with the same ``held``), added up."""
     total = 0
     datasets = [(setup.dataset, setup.users)] + [(c.dataset, c.users) for c in setup.cohorts if c.dataset is not None]
     for dataset, users in datasets:
         if dataset.draws_values:
             total += dataset.values_bytes(users)
     bits = takes_bit_counts(setup)
-    for cohort in setup.cohorts:
+    for c, cohort in enumerate(setup.cohorts):
         if cohort.users and cohort.observe == "expected":
             total += int(expected_bytes(cohort.plan))
         elif bits and tallied(cohort.plan, cohort.users):
             continue  # per-bit counts: what the mechanism's own draw allocates, checked there
         elif cohort.users and not counted(cohort.plan, cohort.users):
-            total += per_user_bytes(cohort.plan, cohort.users)
+            total += per_user_bytes(cohort.plan, cohort.users if held is None else held(c))
     return total
 
 
