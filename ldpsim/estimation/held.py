@@ -122,7 +122,7 @@ class HeldLikelihood(Likelihood):
     What GIBU and the certificate read of a :class:`~ldpsim.estimation.engine.Likelihood` (``size``, ``n``,
     ``constant``, :meth:`em_parts`, :meth:`certify`; the EM step and the certificate from them), on the whole
     domain. It has no operator ``H`` (the rows are where the parts are): the Newton solver runs on
-    :class:`HeldSolver` instead.
+    ``HeldSolver`` instead.
     """
 
     def __init__(self, size: int, parts: Parts):  # not Likelihood's: there are no reports here
