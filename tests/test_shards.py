@@ -10,7 +10,7 @@ import pytest
 from helpers import assert_same_numbers, make
 from scipy import stats
 
-from ldpsim import Executor, Integers, ScenarioError
+from ldpsim import Executor, Integers, MemoryLimitError, ScenarioError
 from ldpsim.running import shards as shards_module
 from ldpsim.running.build import Builder
 from ldpsim.running.runner import execute, run_task, tasks
@@ -316,14 +316,8 @@ def test_held_shards_check_one_shards_memory_not_the_runs(monkeypatch):
     whole = per_user_bytes(unary.plan, unary.users)
     monkeypatch.setattr("ldpsim.base.memory.available_memory", lambda: int(whole * 0.7))
     preflight(load_scenario(HELD))  # 7 chunks of 60 users (of 25) in the largest shard
-    with pytest.raises(ldpsim_memory_error(), match="distinct reports of 1500 users of oue"):
+    with pytest.raises(MemoryLimitError, match="distinct reports of 1500 users of oue"):
         preflight(load_scenario({**HELD, "passes": "merged"}))
-
-
-def ldpsim_memory_error():
-    from ldpsim import MemoryLimitError
-
-    return MemoryLimitError
 
 
 def test_held_shards_without_reports_add_nothing_to_a_pass():

@@ -28,7 +28,6 @@ from ..model.domains import Domain
 from .engine import Likelihood
 from .hessian_rows import RowSample, dense_likelihood, sampled_rows
 from .interior_point import Point, Solver
-from .linalg import factor
 from .observations import Observations
 
 #: points whose ``H_s x`` a part keeps: the solver completes and forms the Hessian at the last one it evaluated
@@ -162,7 +161,8 @@ class HeldLikelihood(Likelihood):
 
 
 class HeldSolver(Solver):
-    """The Newton solver's products on a :class:`HeldLikelihood`: each a map over its parts and a sum.
+    """The Newton solver's products on a :class:`HeldLikelihood`: each a map over its parts and a sum (f, the
+    gradient and the Hessian; the rest is :class:`Solver`'s, which forms its systems from :meth:`hessian`).
 
     ``f(x) = -sum_d w_d log (H x)_d + sum_x x`` sums the parts' ``-sum c log (H_s x)`` (each part keeps its
     ``H_s x``, :data:`KEPT_POINTS` of them, under the point's :attr:`Point.key`), the gradient their
@@ -199,24 +199,12 @@ class HeldSolver(Solver):
         f = total / self.n + float(x.sum())
         return Point(x, np.empty(0), f if math.isfinite(f) else math.inf, key=key)
 
-    def complete(self, pt: Point) -> None:
-        """The gradient, L(x / sum x) and its certificate (see :meth:`Solver.complete`)."""
-        s = float(pt.x.sum())
+    def gradient_of(self, pt: Point) -> np.ndarray:
+        """``H^T (w / p)`` at ``pt``: the parts' ``H_s^T (c / H_s x)`` summed, over n."""
         grad = np.zeros(self.lik.size)
         for part in self.held.parts.map(part_gradient, pt.key):
             grad += part
-        pt.grad = grad / self.n
-        pt.loglik = self.n * (-(pt.f - s) - math.log(s)) + self.lik.constant
-        pt.kkt = max(s * float(pt.grad.max()) - 1.0, 0.0)
-
-    def system(
-        self, pt: Point, diag: np.ndarray, free: np.ndarray | None = None, rtol: float = 1e-2
-    ) -> Callable[[np.ndarray], np.ndarray]:
-        """A solver of (B + diag(diag)) dx = rhs at ``pt``, B the sum of the parts' Hessians."""
-        hess = self.hessian(pt)
-        if free is not None:
-            hess = hess[np.ix_(free, free)]
-        return factor(hess + np.diag(diag))
+        return grad / self.n
 
     def hessian(self, pt: Point) -> np.ndarray:
         """B at ``pt``: the parts' Hessians summed, over n."""

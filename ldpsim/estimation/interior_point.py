@@ -111,9 +111,13 @@ class Solver:
     def complete(self, pt: Point) -> None:
         """The gradient, L(x / sum x) and its certificate (see Likelihood.certificate)."""
         s = float(pt.x.sum())
-        pt.grad = self.transpose_times(self.w / pt.p)
+        pt.grad = self.gradient_of(pt)
         pt.loglik = self.n * (-(pt.f - s) - math.log(s)) + self.lik.constant
         pt.kkt = max(s * float(pt.grad.max()) - 1.0, 0.0)  # g(theta) / n = s H^T(w / p)
+
+    def gradient_of(self, pt: Point) -> np.ndarray:
+        """``H^T (w / p)`` at ``pt``: one product."""
+        return self.transpose_times(self.w / pt.p)
 
     def system(
         self, pt: Point, diag: np.ndarray, free: np.ndarray | None = None, rtol: float = 1e-2
